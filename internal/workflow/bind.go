@@ -31,15 +31,14 @@ func (j Job) Bind(ev EventVars, inputs map[string]string) Job {
 			return s
 		}
 		return interpRE.ReplaceAllStringFunc(s, func(m string) string {
-			parts := refRE.FindStringSubmatch(strings.TrimSpace(m[3 : len(m)-2]))
-			if parts == nil {
+			ns, key, ok := parseRef(strings.TrimSpace(m[3 : len(m)-2]))
+			switch {
+			case !ok:
 				return m
-			}
-			switch parts[1] {
-			case "event":
-				return ev.field(parts[2])
-			case "inputs":
-				return inputs[parts[2]]
+			case ns == "event":
+				return ev.field(key)
+			case ns == "inputs":
+				return inputs[key]
 			}
 			return m
 		})

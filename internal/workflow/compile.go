@@ -458,7 +458,7 @@ func (p *fileParser) buildJob(j *rawJob, combos map[string][]map[string]string, 
 		needSet[n.job] = true
 	}
 	if j.ifN != nil {
-		for _, m := range checkIf(j.ifExpr, ifScope{matrix: matrixKeys, env: jobEnvKeys, inputs: raw.inputs, needs: needSet}) {
+		for _, m := range checkIf(p.exprConfig(), j.ifExpr, ifScope{matrix: matrixKeys, env: jobEnvKeys, inputs: raw.inputs, needs: needSet}) {
 			p.errorf(j.ifN, "%s.if: %s", what, m)
 		}
 	}
@@ -473,7 +473,7 @@ func (p *fileParser) buildJob(j *rawJob, combos map[string][]map[string]string, 
 		for _, e := range s.env {
 			stepEnv[e.key] = true
 		}
-		for _, m := range checkIf(s.ifExpr, ifScope{matrix: matrixKeys, env: stepEnv, inputs: raw.inputs}) {
+		for _, m := range checkIf(p.exprConfig(), s.ifExpr, ifScope{matrix: matrixKeys, env: stepEnv, inputs: raw.inputs}) {
 			p.errorf(s.ifN, "%s.steps[%d].if: %s", what, i, m)
 		}
 	}

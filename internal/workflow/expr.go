@@ -7,6 +7,8 @@ import (
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/checker"
+	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -108,6 +110,19 @@ func compileIf(src string, ctx *IfContext) (*vm.Program, error) {
 	return expr.Compile(stripBraces(src), opts...)
 }
 
+// newCheckConfig builds the type-checking configuration of `if:`
+// expressions. Building it costs more than checking one expression, so a
+// compilation builds it once and reuses it for every expression; a config
+// is not shared between goroutines.
+func newCheckConfig() *conf.Config {
+	c := conf.CreateNew()
+	for _, op := range append([]expr.Option{expr.Env(IfContext{}), expr.AsBool()}, statusFuncs(nil)...) {
+		op(c)
+	}
+	c.Check()
+	return c
+}
+
 // EvalIf evaluates an `if:` expression. An empty expression is true for a
 // job; a step's caller passes "success()" as the default instead.
 func EvalIf(src string, ctx IfContext) (bool, error) {
@@ -137,17 +152,16 @@ type ifScope struct {
 
 // checkIf compiles an expression and checks every reference against the
 // scope, returning a message for each problem.
-func checkIf(src string, sc ifScope) []string {
+func checkIf(cfg *conf.Config, src string, sc ifScope) []string {
 	if strings.TrimSpace(stripBraces(src)) == "" {
 		return []string{"empty expression"}
 	}
-	prog, err := compileIf(src, nil)
+	tree, err := checker.ParseCheck(stripBraces(src), cfg)
 	if err != nil {
 		return []string{"invalid expression: " + oneLine(err.Error())}
 	}
-	node := prog.Node()
 	v := &refChecker{scope: sc}
-	ast.Walk(&node, v)
+	ast.Walk(&tree.Node, v)
 	return v.problems
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agnivade/levenshtein"
+	"github.com/expr-lang/expr/conf"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -24,6 +25,14 @@ const maxDuration = 7 * 24 * time.Hour
 type fileParser struct {
 	file string
 	errs ErrorList
+	cfg  *conf.Config // built on first use by exprConfig
+}
+
+func (p *fileParser) exprConfig() *conf.Config {
+	if p.cfg == nil {
+		p.cfg = newCheckConfig()
+	}
+	return p.cfg
 }
 
 func (p *fileParser) errorf(n *yaml.Node, format string, args ...any) {
