@@ -28,11 +28,15 @@ test-short:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
-# Run every fuzz target for FUZZTIME each (default 60s).
+# Run every fuzz target for FUZZTIME each (default 60s), one after another.
 FUZZTIME ?= 60s
 fuzz:
-	@for t in $$($(GO) test -list 'Fuzz.*' ./internal/... | grep -E '^(Fuzz|ok)'); do :; done
-	$(GO) test ./internal/workflow -run '^$$' -fuzz '^FuzzCompile$$' -fuzztime $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list ./internal/...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$t"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME); \
+		done; \
+	done
 
 clean:
 	rm -rf bin
