@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// MarkDelivery records that the webhook delivery deliveryID of source was
+// received, to be remembered until expiresAt. It reports whether the
+// delivery is new: false means it was seen before (and has not expired), so
+// it must not be processed again. It is one insert-or-ignore statement, so
+// of two concurrent calls for one delivery exactly one gets true. A record
+// past its expiry that was not purged yet counts as absent and is renewed.
+func (q *queries) MarkDelivery(ctx context.Context, source, deliveryID string, expiresAt time.Time) (bool, error) {
+	changed, err := q.execChanged(ctx,
+		`INSERT INTO delivery_dedup (source, delivery_id, expires_at) VALUES (?, ?, ?)
+		 ON CONFLICT (source, delivery_id) DO UPDATE SET expires_at = excluded.expires_at
+		 WHERE delivery_dedup.expires_at <= ?`,
+		source, deliveryID, timeArg(expiresAt), timeArg(q.clock.Now()))
+	if err != nil {
+		return false, fmt.Errorf("mark delivery %q of source %q: %w", deliveryID, source, err)
+	}
+	return changed, nil
+}
+
+// DeliverySeen reports whether the delivery is recorded and not expired.
+func (q *queries) DeliverySeen(ctx context.Context, source, deliveryID string) (bool, error) {
+	seen, err := q.exists(ctx,
+		"SELECT 1 FROM delivery_dedup WHERE source = ? AND delivery_id = ? AND expires_at > ?",
+		source, deliveryID, timeArg(q.clock.Now()))
+	if err != nil {
+		return false, fmt.Errorf("look up delivery %q of source %q: %w", deliveryID, source, err)
+	}
+	return seen, nil
+}
+
+// PurgeExpiredDeliveries deletes the delivery records that expired at or
+// before now, and returns how many it deleted.
+func (q *queries) PurgeExpiredDeliveries(ctx context.Context, now time.Time) (int64, error) {
+	res, err := q.exec(ctx, "DELETE FROM delivery_dedup WHERE expires_at <= ?", timeArg(now))
+	if err != nil {
+		return 0, fmt.Errorf("purge expired deliveries: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("purge expired deliveries: count rows: %w", err)
+	}
+	return n, nil
+}
+
+// WebhookEvent is one entry of the webhook delivery log.
+type WebhookEvent struct {
+	// ID is empty on input to mean NewID.
+	ID         string
+	Source     string
+	DeliveryID string
+	// Kind is the provider's event name (push, pull_request, ping, …).
+	Kind string
+	// Verdict is what became of the delivery (accepted, rejected_signature,
+	// duplicate, ignored, …); the caller's vocabulary.
+	Verdict string
+	// Detail explains the verdict in words.
+	Detail string
+	// RunIDs are the runs the delivery started.
+	RunIDs []string
+	// ReceivedAt is zero on input to mean now.
+	ReceivedAt time.Time
+}
+
+const webhookEventColumns = "id, source, delivery_id, kind, verdict, detail, run_ids, received_at"
+
+// RecordWebhookEvent appends ev to the delivery log and returns it as
+// stored.
+func (q *queries) RecordWebhookEvent(ctx context.Context, ev WebhookEvent) (WebhookEvent, error) {
+	if ev.ID == "" {
+		ev.ID = NewID()
+	}
+	if ev.ReceivedAt.IsZero() {
+		ev.ReceivedAt = q.clock.Now()
+	}
+	ev.ReceivedAt = normTime(ev.ReceivedAt)
+	if ev.RunIDs == nil {
+		ev.RunIDs = []string{}
+	}
+	if ev.Verdict == "" {
+		return WebhookEvent{}, errors.New("record webhook event: Verdict is empty")
+	}
+	_, err := q.exec(ctx,
+		"INSERT INTO webhook_events ("+webhookEventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		ev.ID, ev.Source, ev.DeliveryID, ev.Kind, ev.Verdict, ev.Detail, stringsArg(ev.RunIDs), timeArg(ev.ReceivedAt))
+	if err != nil {
+		return WebhookEvent{}, fmt.Errorf("record webhook event %q of source %q: %w", ev.DeliveryID, ev.Source, classify(err))
+	}
+	return ev, nil
+}
+
+// ListWebhookEvents returns the newest events of a source ("" for every
+// source), newest first. A limit of zero means 50, and more than 1000 means
+// 1000.
+func (q *queries) ListWebhookEvents(ctx context.Context, source string, limit int) ([]WebhookEvent, error) {
+	switch {
+	case limit <= 0:
+		limit = 50
+	case limit > 1000:
+		limit = 1000
+	}
+	query := "SELECT " + webhookEventColumns + " FROM webhook_events"
+	var args []any
+	if source != "" {
+		query += " WHERE source = ?"
+		args = append(args, source)
+	}
+	query += " ORDER BY received_at DESC, id DESC LIMIT ?"
+	args = append(args, limit)
+	rows, err := q.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list webhook events: %w", err)
+	}
+	defer rows.Close()
+	var out []WebhookEvent
+	for rows.Next() {
+		var ev WebhookEvent
+		if err := rows.Scan(&ev.ID, &ev.Source, &ev.DeliveryID, &ev.Kind, &ev.Verdict, &ev.Detail,
+			jsonCol[[]string]{&ev.RunIDs}, timeCol{&ev.ReceivedAt}); err != nil {
+			return nil, fmt.Errorf("list webhook events: %w", err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list webhook events: %w", err)
+	}
+	return out, nil
+}

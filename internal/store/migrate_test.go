@@ -1,0 +1,99 @@
+package store
+
+import (
+	"io/fs"
+	"path"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestMigrateEmptyDatabaseToHead(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := openTestDB(t, e.config(t))
+			files, err := fs.ReadDir(migrationsFS, "migrations/"+db.Dialect())
+			if err != nil {
+				t.Fatalf("read migrations: %v", err)
+			}
+			head := int64(len(files))
+			var all []int64
+			for v := int64(1); v <= head; v++ {
+				all = append(all, v)
+			}
+
+			before, err := db.MigrationStatus(ctx)
+			if err != nil {
+				t.Fatalf("status before: %v", err)
+			}
+			if diff := cmp.Diff(MigrationStatus{Current: 0, Head: head, Pending: all}, before); diff != "" {
+				t.Errorf("status before migrating (-want +got):\n%s", diff)
+			}
+			if before.UpToDate() {
+				t.Errorf("got UpToDate() = true before migrating, want false")
+			}
+
+			if err := db.Migrate(ctx); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			after, err := db.MigrationStatus(ctx)
+			if err != nil {
+				t.Fatalf("status after: %v", err)
+			}
+			if diff := cmp.Diff(MigrationStatus{Current: head, Head: head}, after); diff != "" {
+				t.Errorf("status after migrating (-want +got):\n%s", diff)
+			}
+			if !after.UpToDate() {
+				t.Errorf("got UpToDate() = false after migrating, want true")
+			}
+
+			// Migrating again changes nothing.
+			if err := db.Migrate(ctx); err != nil {
+				t.Fatalf("migrate again: %v", err)
+			}
+			for _, table := range []string{"sources", "runs", "jobs", "steps", "job_needs", "dispatch_queue",
+				"webhook_events", "delivery_dedup", "agent_tokens"} {
+				if got := countRows(t, db, table); got != 0 {
+					t.Errorf("got %d rows in %s, want 0", got, table)
+				}
+			}
+		})
+	}
+}
+
+// TestMigrationFilesMatch checks the migration rule: both dialects have the
+// same numbered files, 1, 2, 3, … with no gap, each with an Up and a Down.
+func TestMigrationFilesMatch(t *testing.T) {
+	t.Parallel()
+	names := map[string][]string{}
+	for _, d := range []dialect{sqliteDialect, postgresDialect} {
+		files, err := fs.ReadDir(migrationsFS, "migrations/"+d.name)
+		if err != nil {
+			t.Fatalf("read %s migrations: %v", d.name, err)
+		}
+		for i, f := range files {
+			names[d.name] = append(names[d.name], f.Name())
+			version, _, ok := strings.Cut(f.Name(), "_")
+			if n, err := strconv.Atoi(version); !ok || err != nil || n != i+1 {
+				t.Errorf("%s migration %q: got version %q, want %05d", d.name, f.Name(), version, i+1)
+			}
+			body, err := fs.ReadFile(migrationsFS, path.Join("migrations", d.name, f.Name()))
+			if err != nil {
+				t.Fatalf("read %s: %v", f.Name(), err)
+			}
+			for _, mark := range []string{"-- +goose Up", "-- +goose Down"} {
+				if !strings.Contains(string(body), mark) {
+					t.Errorf("%s migration %q: got no %q section, want one", d.name, f.Name(), mark)
+				}
+			}
+		}
+	}
+	if diff := cmp.Diff(names["sqlite"], names["postgres"]); diff != "" {
+		t.Errorf("migration files differ between dialects (-sqlite +postgres):\n%s", diff)
+	}
+}

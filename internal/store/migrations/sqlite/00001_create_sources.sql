@@ -1,0 +1,11 @@
+-- +goose Up
+CREATE TABLE sources (
+    name            TEXT PRIMARY KEY,
+    kind            TEXT NOT NULL CHECK (kind IN ('local', 'git', 'github')),
+    location        TEXT NOT NULL,
+    webhook_secrets TEXT NOT NULL DEFAULT '[]',
+    created_at      TIMESTAMP NOT NULL
+);
+
+-- +goose Down
+DROP TABLE sources;

@@ -1,0 +1,309 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// QueueEntry is one row of the dispatch queue: a job waiting for an agent
+// (pending) or handed to one (dispatched). The row lives until the job ends
+// (Dequeue). The queue package gives these rows their meaning; the store
+// only applies its guarded changes atomically.
+type QueueEntry struct {
+	JobID string
+	RunID string
+	// Labels are the labels an agent must all carry to take the job.
+	Labels []string
+	Status QueueStatus
+	// AgentID is the agent the row is dispatched to; empty while pending.
+	AgentID string
+	// DispatchAttempts counts requeues.
+	DispatchAttempts int
+	EnqueuedAt       time.Time
+	// ExpiresAt is when a pending row stops being claimable; nil is never.
+	ExpiresAt *time.Time
+	// AckDeadline is when a dispatch not yet acked counts as lost; nil once
+	// acked or while pending.
+	AckDeadline *time.Time
+	// RecoveryAgentID and RecoveryDeadline are set while the job waits for
+	// its disconnected agent to come back.
+	RecoveryAgentID  string
+	RecoveryDeadline *time.Time
+	// LastProvisioningError is the last failure to provision an agent for
+	// the pending row; cleared when the row is dispatched.
+	LastProvisioningError string
+	// LastRequeueReason says why the row was last put back to pending.
+	LastRequeueReason string
+	UpdatedAt         time.Time
+}
+
+// NewQueueEntry is what Enqueue writes.
+type NewQueueEntry struct {
+	JobID  string
+	RunID  string
+	Labels []string
+	// ExpiresAt is when the row stops being claimable; nil is never.
+	ExpiresAt *time.Time
+}
+
+const queueColumns = "job_id, run_id, labels, status, agent_id, dispatch_attempts, enqueued_at, expires_at, ack_deadline, " +
+	"recovery_agent_id, recovery_deadline, last_provisioning_error, last_requeue_reason, updated_at"
+
+func scanQueueEntry(row interface{ Scan(...any) error }) (QueueEntry, error) {
+	var e QueueEntry
+	err := row.Scan(&e.JobID, &e.RunID, jsonCol[[]string]{&e.Labels}, &e.Status, stringCol{&e.AgentID},
+		&e.DispatchAttempts, timeCol{&e.EnqueuedAt}, nullTimeCol{&e.ExpiresAt}, nullTimeCol{&e.AckDeadline},
+		stringCol{&e.RecoveryAgentID}, nullTimeCol{&e.RecoveryDeadline}, stringCol{&e.LastProvisioningError},
+		stringCol{&e.LastRequeueReason}, timeCol{&e.UpdatedAt})
+	return e, err
+}
+
+// scanOptionalEntry scans a row that may not exist: (entry, true) if it
+// does, (zero, false) if not.
+func scanOptionalEntry(row *sql.Row) (QueueEntry, bool, error) {
+	e, err := scanQueueEntry(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return QueueEntry{}, false, nil
+	}
+	if err != nil {
+		return QueueEntry{}, false, err
+	}
+	return e, true, nil
+}
+
+// Enqueue adds a pending row for a job. A job already in the queue gives
+// ErrConflict; a job or run that does not exist is refused by the schema.
+func (q *queries) Enqueue(ctx context.Context, ne NewQueueEntry) (QueueEntry, error) {
+	now := q.clock.Now()
+	e := QueueEntry{
+		JobID: ne.JobID, RunID: ne.RunID, Labels: ne.Labels, Status: QueuePending,
+		EnqueuedAt: now, ExpiresAt: ne.ExpiresAt, UpdatedAt: now,
+	}
+	if e.Labels == nil {
+		e.Labels = []string{}
+	}
+	if e.ExpiresAt != nil {
+		e.ExpiresAt = new(normTime(*e.ExpiresAt))
+	}
+	_, err := q.exec(ctx,
+		`INSERT INTO dispatch_queue (job_id, run_id, labels, status, enqueued_at, expires_at, updated_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		e.JobID, e.RunID, stringsArg(e.Labels), string(e.Status), timeArg(e.EnqueuedAt), nullTimeArg(e.ExpiresAt),
+		timeArg(e.UpdatedAt))
+	if err != nil {
+		return QueueEntry{}, fmt.Errorf("enqueue job %q: %w", ne.JobID, classify(err))
+	}
+	return e, nil
+}
+
+// GetQueueEntry returns the queue row of a job, or ErrNotFound.
+func (q *queries) GetQueueEntry(ctx context.Context, jobID string) (QueueEntry, error) {
+	e, err := scanQueueEntry(q.queryRow(ctx, "SELECT "+queueColumns+" FROM dispatch_queue WHERE job_id = ?", jobID))
+	if err != nil {
+		return QueueEntry{}, fmt.Errorf("get queue entry of job %q: %w", jobID, classify(err))
+	}
+	return e, nil
+}
+
+// ListQueue returns every queue row, oldest first.
+func (q *queries) ListQueue(ctx context.Context) ([]QueueEntry, error) {
+	return q.listQueue(ctx, "list queue", "1 = 1")
+}
+
+// ClaimForAgent atomically takes the oldest pending, unexpired row whose
+// labels are all among agentLabels, marks it dispatched to agentID with the
+// given ack deadline, and clears its provisioning error. It returns false
+// when no row fits. Two claimers never get the same row: on PostgreSQL the
+// candidate row is locked and concurrent claimers skip it (FOR UPDATE SKIP
+// LOCKED); on SQLite there is only one writer at a time.
+func (q *queries) ClaimForAgent(ctx context.Context, agentID string, agentLabels []string, ackDeadline time.Time) (QueueEntry, bool, error) {
+	now := q.clock.Now()
+	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
+		`UPDATE dispatch_queue
+		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, updated_at = ?
+		 WHERE status = 'pending' AND job_id = (
+		   SELECT c.job_id FROM dispatch_queue c
+		   WHERE c.status = 'pending'
+		     AND (c.expires_at IS NULL OR c.expires_at > ?)
+		     AND NOT EXISTS (
+		       SELECT 1 FROM `+q.d.jsonTextElements("c.labels", "need")+`
+		       WHERE need.value NOT IN (SELECT have.value FROM `+q.d.jsonTextElements("?", "have")+`))
+		   ORDER BY c.enqueued_at, c.job_id
+		   LIMIT 1`+q.d.lockSkipLocked()+`)
+		 RETURNING `+queueColumns,
+		agentID, timeArg(ackDeadline), timeArg(now), timeArg(now), stringsArg(agentLabels)))
+	if err != nil {
+		return QueueEntry{}, false, fmt.Errorf("claim a job for agent %q: %w", agentID, err)
+	}
+	return e, ok, nil
+}
+
+// ClaimJob atomically marks one given row dispatched to agentID, as
+// ClaimForAgent does, if it is pending and unexpired. It is for an agent
+// provisioned for that very job; checking that the agent fits is the
+// caller's business. It returns false if the row is not claimable, and
+// ErrNotFound if there is no row.
+func (q *queries) ClaimJob(ctx context.Context, jobID, agentID string, ackDeadline time.Time) (QueueEntry, bool, error) {
+	now := q.clock.Now()
+	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
+		`UPDATE dispatch_queue
+		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, updated_at = ?
+		 WHERE job_id = ? AND status = 'pending' AND (expires_at IS NULL OR expires_at > ?)
+		 RETURNING `+queueColumns,
+		agentID, timeArg(ackDeadline), timeArg(now), jobID, timeArg(now)))
+	if err == nil && !ok {
+		_, err = q.guarded(ctx, false, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+	}
+	if err != nil {
+		return QueueEntry{}, false, fmt.Errorf("claim job %q for agent %q: %w", jobID, agentID, err)
+	}
+	return e, ok, nil
+}
+
+// Ack records that agentID accepted the dispatched job: it clears the ack
+// deadline. It returns false if the row is not dispatched to that agent
+// (a stale or foreign ack), and ErrNotFound if there is no row.
+func (q *queries) Ack(ctx context.Context, jobID, agentID string) (bool, error) {
+	changed, err := q.execChanged(ctx,
+		`UPDATE dispatch_queue SET ack_deadline = NULL, updated_at = ?
+		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ?`,
+		timeArg(q.clock.Now()), jobID, agentID)
+	if err == nil {
+		changed, err = q.guarded(ctx, changed, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("ack job %q from agent %q: %w", jobID, agentID, err)
+	}
+	return changed, nil
+}
+
+// Requeue puts a dispatched row back to pending: it clears the agent, the
+// ack deadline and any recovery, adds one to DispatchAttempts and records
+// reason. It returns the row as updated, or false if the row is not
+// dispatched (someone else requeued or dequeued it first), and ErrNotFound
+// if there is no row. Giving up after too many attempts is the caller's
+// decision.
+func (q *queries) Requeue(ctx context.Context, jobID, reason string) (QueueEntry, bool, error) {
+	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
+		`UPDATE dispatch_queue
+		 SET status = 'pending', agent_id = NULL, ack_deadline = NULL,
+		     recovery_agent_id = NULL, recovery_deadline = NULL,
+		     dispatch_attempts = dispatch_attempts + 1, last_requeue_reason = ?, updated_at = ?
+		 WHERE job_id = ? AND status = 'dispatched'
+		 RETURNING `+queueColumns,
+		nullStringArg(reason), timeArg(q.clock.Now()), jobID))
+	if err == nil && !ok {
+		_, err = q.guarded(ctx, false, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+	}
+	if err != nil {
+		return QueueEntry{}, false, fmt.Errorf("requeue job %q: %w", jobID, err)
+	}
+	return e, ok, nil
+}
+
+// ExpiredAckDeadlines returns the dispatched rows whose ack deadline is at
+// or before now.
+func (q *queries) ExpiredAckDeadlines(ctx context.Context, now time.Time) ([]QueueEntry, error) {
+	return q.listQueue(ctx, "list expired ack deadlines",
+		"status = 'dispatched' AND ack_deadline IS NOT NULL AND ack_deadline <= ?", timeArg(now))
+}
+
+// ExpiredQueueRows returns the pending rows whose expiry is at or before
+// now. ClaimForAgent no longer takes them.
+func (q *queries) ExpiredQueueRows(ctx context.Context, now time.Time) ([]QueueEntry, error) {
+	return q.listQueue(ctx, "list expired queue rows",
+		"status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?", timeArg(now))
+}
+
+// SetRecovery starts the recovery window of a row dispatched to agentID,
+// whose agent went away: the row waits for that agent until deadline. It
+// returns false if the row is not dispatched to agentID, and ErrNotFound if
+// there is no row.
+func (q *queries) SetRecovery(ctx context.Context, jobID, agentID string, deadline time.Time) (bool, error) {
+	changed, err := q.execChanged(ctx,
+		`UPDATE dispatch_queue SET recovery_agent_id = ?, recovery_deadline = ?, updated_at = ?
+		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ?`,
+		agentID, timeArg(deadline), timeArg(q.clock.Now()), jobID, agentID)
+	if err == nil {
+		changed, err = q.guarded(ctx, changed, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("set recovery of job %q for agent %q: %w", jobID, agentID, err)
+	}
+	return changed, nil
+}
+
+// ClearRecovery ends the recovery window of a row because agentID came
+// back for it, and also clears its ack deadline. It returns false if the
+// row is not recovering for agentID, and ErrNotFound if there is no row.
+func (q *queries) ClearRecovery(ctx context.Context, jobID, agentID string) (bool, error) {
+	changed, err := q.execChanged(ctx,
+		`UPDATE dispatch_queue SET recovery_agent_id = NULL, recovery_deadline = NULL, ack_deadline = NULL, updated_at = ?
+		 WHERE job_id = ? AND status = 'dispatched' AND recovery_agent_id = ?`,
+		timeArg(q.clock.Now()), jobID, agentID)
+	if err == nil {
+		changed, err = q.guarded(ctx, changed, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("clear recovery of job %q for agent %q: %w", jobID, agentID, err)
+	}
+	return changed, nil
+}
+
+// ExpiredRecoveries returns the dispatched rows whose recovery deadline is
+// at or before now.
+func (q *queries) ExpiredRecoveries(ctx context.Context, now time.Time) ([]QueueEntry, error) {
+	return q.listQueue(ctx, "list expired recoveries",
+		"status = 'dispatched' AND recovery_deadline IS NOT NULL AND recovery_deadline <= ?", timeArg(now))
+}
+
+// SetProvisioningError records why no agent could be provisioned for a
+// pending row. It returns false if the row is not pending, and ErrNotFound
+// if there is no row.
+func (q *queries) SetProvisioningError(ctx context.Context, jobID, msg string) (bool, error) {
+	changed, err := q.execChanged(ctx,
+		`UPDATE dispatch_queue SET last_provisioning_error = ?, updated_at = ?
+		 WHERE job_id = ? AND status = 'pending'`,
+		nullStringArg(msg), timeArg(q.clock.Now()), jobID)
+	if err == nil {
+		changed, err = q.guarded(ctx, changed, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+	}
+	if err != nil {
+		return false, fmt.Errorf("set provisioning error of job %q: %w", jobID, err)
+	}
+	return changed, nil
+}
+
+// Dequeue removes the queue row of a job that has ended. It reports
+// whether there was a row; removing a missing row is not an error.
+func (q *queries) Dequeue(ctx context.Context, jobID string) (bool, error) {
+	changed, err := q.execChanged(ctx, "DELETE FROM dispatch_queue WHERE job_id = ?", jobID)
+	if err != nil {
+		return false, fmt.Errorf("dequeue job %q: %w", jobID, err)
+	}
+	return changed, nil
+}
+
+func (q *queries) listQueue(ctx context.Context, op, where string, args ...any) ([]QueueEntry, error) {
+	rows, err := q.query(ctx,
+		"SELECT "+queueColumns+" FROM dispatch_queue WHERE "+where+" ORDER BY enqueued_at, job_id", args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	defer rows.Close()
+	var out []QueueEntry
+	for rows.Next() {
+		e, err := scanQueueEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return out, nil
+}

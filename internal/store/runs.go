@@ -1,0 +1,451 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/kici-dev/kici/internal/workflow"
+)
+
+// Run is one execution of one workflow for one event.
+type Run struct {
+	ID     string
+	Source string
+	// Workflow and WorkflowFile name the workflow and its file in the
+	// repository.
+	Workflow     string
+	WorkflowFile string
+	// Event is the normalised event, as JSON, and EventKind its kind
+	// (push, tag, pull_request, manual, …).
+	Event     json.RawMessage
+	EventKind string
+	Ref       string
+	SHA       string
+	Status    RunStatus
+	// Error says why a run failed or was cancelled; empty otherwise.
+	Error string
+	// Plan is the compiled workflow the run executes.
+	Plan workflow.Workflow
+	// ParentRunID is the run this one re-runs; empty for a first run.
+	ParentRunID string
+	CreatedAt   time.Time
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
+	// Jobs are in creation order, each with its steps. Only GetRun and
+	// CreateRun fill them.
+	Jobs []Job
+}
+
+// Job is one job of a run.
+type Job struct {
+	ID     string
+	RunID  string
+	Name   string
+	Status JobStatus
+	// RunsOn are the labels an agent must all carry.
+	RunsOn []string
+	// Spec is the compiled job.
+	Spec workflow.Job
+	// AgentID is the agent the job was last dispatched to; empty before.
+	AgentID string
+	Error   string
+	// Attempt counts the job's attempts as its caller defines them.
+	Attempt int
+	// LastSeq is the highest agent message sequence number applied to the
+	// job (see ApplyJobMessage).
+	LastSeq    int64
+	CreatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+	// Steps are by index. Only GetRun, GetJob and CreateRun fill them.
+	Steps []Step
+}
+
+// Step is one step of a job.
+type Step struct {
+	JobID string
+	// Index is the step's 0-based position in the job.
+	Index  int
+	Name   string
+	Status StepStatus
+	// ExitCode is the step's exit status; nil until it has one.
+	ExitCode   *int
+	Error      string
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// JobNeed is one edge of a run's needs graph: JobID may run only after
+// NeedsJobID ended with a status in RunOn.
+type JobNeed struct {
+	JobID      string
+	NeedsJobID string
+	RunOn      []string
+}
+
+// NewRun is what CreateRun writes.
+type NewRun struct {
+	// ID is the new run's ID; empty means NewID.
+	ID           string
+	Source       string
+	Workflow     string
+	WorkflowFile string
+	Event        json.RawMessage
+	EventKind    string
+	Ref          string
+	SHA          string
+	// Status is the initial status; empty means RunPending.
+	Status      RunStatus
+	Plan        workflow.Workflow
+	ParentRunID string
+	Jobs        []NewJob
+	// QueueExpiresAt is the expiry of the queue rows CreateRun writes; nil
+	// means they never expire.
+	QueueExpiresAt *time.Time
+}
+
+// NewJob is one job of a NewRun.
+type NewJob struct {
+	// ID is the new job's ID; empty means NewID.
+	ID string
+	// Spec is the compiled job. Its Name names the job, its RunsOn are the
+	// job's labels, one step row is written per entry of its Steps, and one
+	// needs edge per entry of its Needs (each naming a job of the same run).
+	Spec workflow.Job
+	// Status is the initial status; empty means JobWaiting.
+	Status JobStatus
+	// Enqueue writes a pending dispatch queue row for the job, labelled
+	// with Spec.RunsOn.
+	Enqueue bool
+}
+
+const runColumns = "id, source, workflow, workflow_file, event, event_kind, ref, sha, status, error, plan, parent_run_id, created_at, started_at, finished_at"
+
+func scanRun(row interface{ Scan(...any) error }) (Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.Source, &r.Workflow, &r.WorkflowFile, rawJSONCol{&r.Event}, &r.EventKind,
+		&r.Ref, &r.SHA, &r.Status, stringCol{&r.Error}, jsonCol[workflow.Workflow]{&r.Plan},
+		stringCol{&r.ParentRunID}, timeCol{&r.CreatedAt}, nullTimeCol{&r.StartedAt}, nullTimeCol{&r.FinishedAt})
+	return r, err
+}
+
+const jobColumns = "id, run_id, name, status, runs_on, spec, agent_id, error, attempt, last_seq, created_at, started_at, finished_at"
+
+func scanJob(row interface{ Scan(...any) error }) (Job, error) {
+	var j Job
+	err := row.Scan(&j.ID, &j.RunID, &j.Name, &j.Status, jsonCol[[]string]{&j.RunsOn}, jsonCol[workflow.Job]{&j.Spec},
+		stringCol{&j.AgentID}, stringCol{&j.Error}, &j.Attempt, &j.LastSeq,
+		timeCol{&j.CreatedAt}, nullTimeCol{&j.StartedAt}, nullTimeCol{&j.FinishedAt})
+	return j, err
+}
+
+const stepColumns = "job_id, idx, name, status, exit_code, error, started_at, finished_at"
+
+func scanStep(row interface{ Scan(...any) error }) (Step, error) {
+	var s Step
+	err := row.Scan(&s.JobID, &s.Index, &s.Name, &s.Status, nullIntCol{&s.ExitCode}, stringCol{&s.Error},
+		nullTimeCol{&s.StartedAt}, nullTimeCol{&s.FinishedAt})
+	return s, err
+}
+
+// CreateRun writes a run with its jobs, steps and needs edges, and a queue
+// row for each job marked Enqueue, in one transaction: either all of it is
+// written or none. It returns the run as written, jobs and steps included.
+func (db *DB) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
+	var run Run
+	err := db.Tx(ctx, func(tx *Tx) error {
+		var err error
+		run, err = tx.CreateRun(ctx, nr)
+		return err
+	})
+	return run, err
+}
+
+// CreateRun is DB.CreateRun inside tx.
+func (tx *Tx) CreateRun(ctx context.Context, nr NewRun) (Run, error) {
+	run, err := tx.createRun(ctx, nr)
+	if err != nil {
+		return Run{}, fmt.Errorf("create run of workflow %q: %w", nr.Workflow, classify(err))
+	}
+	return run, nil
+}
+
+func (tx *Tx) createRun(ctx context.Context, nr NewRun) (Run, error) {
+	run := Run{
+		ID: nr.ID, Source: nr.Source, Workflow: nr.Workflow, WorkflowFile: nr.WorkflowFile,
+		Event: nr.Event, EventKind: nr.EventKind, Ref: nr.Ref, SHA: nr.SHA,
+		Status: nr.Status, Plan: nr.Plan, ParentRunID: nr.ParentRunID,
+		CreatedAt: tx.clock.Now(),
+	}
+	if run.ID == "" {
+		run.ID = NewID()
+	}
+	if run.Status == "" {
+		run.Status = RunPending
+	}
+	if len(run.Event) == 0 {
+		run.Event = json.RawMessage("null")
+	}
+	if !json.Valid(run.Event) {
+		return Run{}, errors.New("event is not valid JSON")
+	}
+	plan, err := jsonArg(run.Plan)
+	if err != nil {
+		return Run{}, err
+	}
+	_, err = tx.exec(ctx,
+		"INSERT INTO runs ("+runColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		run.ID, run.Source, run.Workflow, run.WorkflowFile, string(run.Event), run.EventKind, run.Ref, run.SHA,
+		string(run.Status), nil, plan, nullStringArg(run.ParentRunID), timeArg(run.CreatedAt), nil, nil)
+	if err != nil {
+		return Run{}, fmt.Errorf("insert run: %w", err)
+	}
+
+	idByName := make(map[string]string, len(nr.Jobs))
+	for _, nj := range nr.Jobs {
+		job, err := tx.insertJob(ctx, run.ID, nj)
+		if err != nil {
+			return Run{}, err
+		}
+		idByName[job.Name] = job.ID
+		run.Jobs = append(run.Jobs, job)
+	}
+	for i, nj := range nr.Jobs {
+		job := &run.Jobs[i]
+		for _, need := range nj.Spec.Needs {
+			upstream, ok := idByName[need.Job]
+			if !ok {
+				return Run{}, fmt.Errorf("job %q needs %q, which is not a job of the run", job.Name, need.Job)
+			}
+			_, err := tx.exec(ctx, "INSERT INTO job_needs (job_id, needs_job_id, run_on) VALUES (?, ?, ?)",
+				job.ID, upstream, stringsArg(need.On))
+			if err != nil {
+				return Run{}, fmt.Errorf("insert need of job %q on %q: %w", job.Name, need.Job, err)
+			}
+		}
+		if nj.Enqueue {
+			if _, err := tx.Enqueue(ctx, NewQueueEntry{
+				JobID: job.ID, RunID: run.ID, Labels: job.RunsOn, ExpiresAt: nr.QueueExpiresAt,
+			}); err != nil {
+				return Run{}, err
+			}
+		}
+	}
+	return run, nil
+}
+
+func (tx *Tx) insertJob(ctx context.Context, runID string, nj NewJob) (Job, error) {
+	job := Job{
+		ID: nj.ID, RunID: runID, Name: nj.Spec.Name, Status: nj.Status,
+		RunsOn: nj.Spec.RunsOn, Spec: nj.Spec, CreatedAt: tx.clock.Now(),
+	}
+	if job.ID == "" {
+		job.ID = NewID()
+	}
+	if job.Status == "" {
+		job.Status = JobWaiting
+	}
+	if job.RunsOn == nil {
+		job.RunsOn = []string{}
+	}
+	spec, err := jsonArg(job.Spec)
+	if err != nil {
+		return Job{}, err
+	}
+	_, err = tx.exec(ctx,
+		"INSERT INTO jobs ("+jobColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		job.ID, job.RunID, job.Name, string(job.Status), stringsArg(job.RunsOn), spec, nil, nil, 0, 0,
+		timeArg(job.CreatedAt), nil, nil)
+	if err != nil {
+		return Job{}, fmt.Errorf("insert job %q: %w", job.Name, err)
+	}
+	for i, st := range job.Spec.Steps {
+		step := Step{JobID: job.ID, Index: i, Name: st.Name, Status: StepPending}
+		_, err := tx.exec(ctx,
+			"INSERT INTO steps (job_id, idx, name, status) VALUES (?, ?, ?, ?)",
+			step.JobID, step.Index, step.Name, string(step.Status))
+		if err != nil {
+			return Job{}, fmt.Errorf("insert step %d of job %q: %w", i, job.Name, err)
+		}
+		job.Steps = append(job.Steps, step)
+	}
+	return job, nil
+}
+
+// GetRun returns the run with its jobs and their steps, read from one
+// snapshot, or ErrNotFound.
+func (db *DB) GetRun(ctx context.Context, id string) (Run, error) {
+	var run Run
+	err := db.readTx(ctx, func(tx *Tx) error {
+		var err error
+		run, err = tx.GetRun(ctx, id)
+		return err
+	})
+	return run, err
+}
+
+// GetRun is DB.GetRun inside tx.
+func (tx *Tx) GetRun(ctx context.Context, id string) (Run, error) {
+	run, err := scanRun(tx.queryRow(ctx, "SELECT "+runColumns+" FROM runs WHERE id = ?", id))
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %q: %w", id, classify(err))
+	}
+	run.Jobs, err = tx.listJobs(ctx, "run_id = ?", id)
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %q: %w", id, err)
+	}
+	return run, nil
+}
+
+// GetJob returns the job with its steps, read from one snapshot, or
+// ErrNotFound.
+func (db *DB) GetJob(ctx context.Context, id string) (Job, error) {
+	var job Job
+	err := db.readTx(ctx, func(tx *Tx) error {
+		var err error
+		job, err = tx.GetJob(ctx, id)
+		return err
+	})
+	return job, err
+}
+
+// GetJob is DB.GetJob inside tx.
+func (tx *Tx) GetJob(ctx context.Context, id string) (Job, error) {
+	jobs, err := tx.listJobs(ctx, "id = ?", id)
+	if err == nil && len(jobs) == 0 {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %q: %w", id, err)
+	}
+	return jobs[0], nil
+}
+
+// listJobs returns the jobs matching where (a condition on jobs with one
+// argument), each with its steps.
+func (tx *Tx) listJobs(ctx context.Context, where string, arg any) ([]Job, error) {
+	rows, err := tx.query(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+where+" ORDER BY created_at, id", arg)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var jobs []Job
+	index := map[string]int{}
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		index[j.ID] = len(jobs)
+		jobs = append(jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	rows, err = tx.query(ctx,
+		"SELECT "+stepColumns+" FROM steps WHERE job_id IN (SELECT id FROM jobs WHERE "+where+") ORDER BY job_id, idx", arg)
+	if err != nil {
+		return nil, fmt.Errorf("list steps: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		s, err := scanStep(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list steps: %w", err)
+		}
+		if i, ok := index[s.JobID]; ok {
+			jobs[i].Steps = append(jobs[i].Steps, s)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list steps: %w", err)
+	}
+	return jobs, nil
+}
+
+// RunFilter selects runs for ListRuns. Zero fields do not filter.
+type RunFilter struct {
+	Status RunStatus
+	Source string
+	// Limit caps the number of runs; zero means 50, and more than 1000
+	// means 1000.
+	Limit int
+}
+
+// ListRuns returns runs, newest first, without their jobs.
+func (q *queries) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(f.Status))
+	}
+	if f.Source != "" {
+		where = append(where, "source = ?")
+		args = append(args, f.Source)
+	}
+	query := "SELECT " + runColumns + " FROM runs"
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := f.Limit
+	switch {
+	case limit <= 0:
+		limit = 50
+	case limit > 1000:
+		limit = 1000
+	}
+	query += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	args = append(args, limit)
+	rows, err := q.query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var runs []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		runs = append(runs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return runs, nil
+}
+
+// ListJobNeeds returns the needs edges between the jobs of a run.
+func (q *queries) ListJobNeeds(ctx context.Context, runID string) ([]JobNeed, error) {
+	rows, err := q.query(ctx,
+		`SELECT n.job_id, n.needs_job_id, n.run_on FROM job_needs n
+		 JOIN jobs j ON j.id = n.job_id
+		 WHERE j.run_id = ?
+		 ORDER BY n.job_id, n.needs_job_id`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list needs of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	var needs []JobNeed
+	for rows.Next() {
+		var n JobNeed
+		if err := rows.Scan(&n.JobID, &n.NeedsJobID, jsonCol[[]string]{&n.RunOn}); err != nil {
+			return nil, fmt.Errorf("list needs of run %q: %w", runID, err)
+		}
+		needs = append(needs, n)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list needs of run %q: %w", runID, err)
+	}
+	return needs, nil
+}

@@ -1,0 +1,298 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/kici-dev/kici/internal/workflow"
+)
+
+func TestCreateRunAndGetRun(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		nr := testRun(
+			testJob("build", []string{"linux"}),
+			testJob("lint", []string{"linux"}),
+			testJob("deploy", []string{"linux", "prod"}, "build", "lint"),
+		)
+		created, err := db.CreateRun(ctx, nr)
+		if err != nil {
+			t.Fatalf("create run: %v", err)
+		}
+		if created.ID == "" || created.Status != RunPending {
+			t.Errorf("got ID %q and status %q, want an ID and %q", created.ID, created.Status, RunPending)
+		}
+		got, err := db.GetRun(ctx, created.ID)
+		if err != nil {
+			t.Fatalf("get run: %v", err)
+		}
+		if diff := cmp.Diff(created, got, cmpopts.EquateEmpty(), equateJSON); diff != "" {
+			t.Errorf("GetRun differs from what CreateRun returned (-created +got):\n%s", diff)
+		}
+		if !json.Valid(got.Event) || string(got.Event) == "null" {
+			t.Errorf("got event %s, want the event written", got.Event)
+		}
+		if diff := cmp.Diff(nr.Plan, got.Plan, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("plan (-want +got):\n%s", diff)
+		}
+
+		type jobSummary struct {
+			Name   string
+			Status JobStatus
+			Steps  []string
+		}
+		var jobs []jobSummary
+		ids := map[string]string{}
+		for _, j := range got.Jobs {
+			s := jobSummary{Name: j.Name, Status: j.Status}
+			for _, st := range j.Steps {
+				s.Steps = append(s.Steps, st.Name+":"+string(st.Status))
+			}
+			jobs = append(jobs, s)
+			ids[j.Name] = j.ID
+		}
+		wantJobs := []jobSummary{
+			{Name: "build", Status: JobQueued, Steps: []string{"build:pending", "test:pending"}},
+			{Name: "lint", Status: JobQueued, Steps: []string{"build:pending", "test:pending"}},
+			{Name: "deploy", Status: JobWaiting, Steps: []string{"build:pending", "test:pending"}},
+		}
+		if diff := cmp.Diff(wantJobs, jobs); diff != "" {
+			t.Errorf("jobs (-want +got):\n%s", diff)
+		}
+
+		needs, err := db.ListJobNeeds(ctx, got.ID)
+		if err != nil {
+			t.Fatalf("list needs: %v", err)
+		}
+		wantNeeds := []JobNeed{
+			{JobID: ids["deploy"], NeedsJobID: ids["build"], RunOn: []string{"success"}},
+			{JobID: ids["deploy"], NeedsJobID: ids["lint"], RunOn: []string{"success"}},
+		}
+		sortNeeds := cmpopts.SortSlices(func(a, b JobNeed) bool { return a.NeedsJobID < b.NeedsJobID })
+		if diff := cmp.Diff(wantNeeds, needs, sortNeeds); diff != "" {
+			t.Errorf("needs (-want +got):\n%s", diff)
+		}
+
+		queue, err := db.ListQueue(ctx)
+		if err != nil {
+			t.Fatalf("list queue: %v", err)
+		}
+		var queued []string
+		for _, e := range queue {
+			queued = append(queued, e.JobID)
+			if e.RunID != got.ID || e.Status != QueuePending {
+				t.Errorf("queue row %q: got run %q status %q, want run %q status %q", e.JobID, e.RunID, e.Status, got.ID, QueuePending)
+			}
+		}
+		if diff := cmp.Diff([]string{ids["build"], ids["lint"]}, queued); diff != "" {
+			t.Errorf("queued jobs, in order (-want +got):\n%s", diff)
+		}
+
+		job, err := db.GetJob(ctx, ids["deploy"])
+		if err != nil {
+			t.Fatalf("get job: %v", err)
+		}
+		if diff := cmp.Diff(got.Jobs[2], job); diff != "" {
+			t.Errorf("GetJob (-want +got):\n%s", diff)
+		}
+
+		for name, err := range map[string]error{
+			"get missing run": func() error { _, err := db.GetRun(ctx, "nope"); return err }(),
+			"get missing job": func() error { _, err := db.GetJob(ctx, "nope"); return err }(),
+		} {
+			if !errors.Is(err, ErrNotFound) {
+				t.Errorf("%s: got %v, want ErrNotFound", name, err)
+			}
+		}
+	})
+}
+
+// equateJSON compares raw JSON by meaning: PostgreSQL's JSONB does not
+// keep key order or spacing.
+var equateJSON = cmp.Transformer("json", func(raw json.RawMessage) any {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw)
+	}
+	return v
+})
+
+// TestCreateRunIsAtomic makes CreateRun fail at different points and
+// checks that nothing of the run is left behind.
+func TestCreateRunIsAtomic(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		existing := createTestRun(t, db, testJob("build", []string{"linux"}))
+		tables := []string{"runs", "jobs", "steps", "job_needs", "dispatch_queue"}
+		before := map[string]int{}
+		for _, table := range tables {
+			before[table] = countRows(t, db, table)
+		}
+
+		tests := []struct {
+			name    string
+			run     func() NewRun
+			wantErr error // nil: any error
+		}{
+			{
+				name: "duplicate job name after jobs were written",
+				run: func() NewRun {
+					return testRun(testJob("a", nil), testJob("b", nil), testJob("a", nil))
+				},
+				wantErr: ErrConflict,
+			},
+			{
+				name: "unknown need after jobs and steps were written",
+				run: func() NewRun {
+					return testRun(testJob("a", nil), testJob("b", nil, "a"), testJob("c", nil, "missing"))
+				},
+			},
+			{
+				name: "run ID that exists",
+				run: func() NewRun {
+					nr := testRun(testJob("a", nil))
+					nr.ID = existing.ID
+					return nr
+				},
+				wantErr: ErrConflict,
+			},
+			{
+				name: "job ID that exists in another run",
+				run: func() NewRun {
+					nr := testRun(testJob("a", nil), testJob("b", nil))
+					nr.Jobs[1].ID = existing.Jobs[0].ID
+					return nr
+				},
+				wantErr: ErrConflict,
+			},
+			{
+				name: "bad status on the last job",
+				run: func() NewRun {
+					nr := testRun(testJob("a", nil), testJob("b", nil))
+					nr.Jobs[1].Status = "exploded"
+					return nr
+				},
+			},
+			{
+				name: "invalid event",
+				run: func() NewRun {
+					nr := testRun(testJob("a", nil))
+					nr.Event = json.RawMessage("{")
+					return nr
+				},
+			},
+		}
+		for _, tt := range tests {
+			// Not parallel: each case compares whole-table row counts.
+			t.Run(tt.name, func(t *testing.T) {
+				nr := tt.run()
+				_, err := db.CreateRun(ctx, nr)
+				if err == nil {
+					t.Fatalf("create run: got no error, want one")
+				}
+				if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+					t.Errorf("create run: got %v, want %v", err, tt.wantErr)
+				}
+				for _, table := range tables {
+					if got := countRows(t, db, table); got != before[table] {
+						t.Errorf("table %s: got %d rows after the failed create, want %d", table, got, before[table])
+					}
+				}
+			})
+		}
+	})
+}
+
+func TestListRuns(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		var ids []string
+		for i, source := range []string{"a", "b", "a", "a"} {
+			nr := testRun(testJob("build", nil))
+			nr.Source = source
+			if i == 2 {
+				nr.Status = RunRunning
+			}
+			run, err := db.CreateRun(ctx, nr)
+			if err != nil {
+				t.Fatalf("create run %d: %v", i, err)
+			}
+			ids = append(ids, run.ID)
+		}
+		tests := []struct {
+			name   string
+			filter RunFilter
+			want   []string
+		}{
+			{name: "all, newest first", filter: RunFilter{}, want: []string{ids[3], ids[2], ids[1], ids[0]}},
+			{name: "by source", filter: RunFilter{Source: "a"}, want: []string{ids[3], ids[2], ids[0]}},
+			{name: "by status", filter: RunFilter{Status: RunRunning}, want: []string{ids[2]}},
+			{name: "by source and status", filter: RunFilter{Source: "b", Status: RunPending}, want: []string{ids[1]}},
+			{name: "limit", filter: RunFilter{Limit: 2}, want: []string{ids[3], ids[2]}},
+			{name: "no match", filter: RunFilter{Source: "c"}, want: nil},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				runs, err := db.ListRuns(t.Context(), tt.filter)
+				if err != nil {
+					t.Fatalf("list runs: %v", err)
+				}
+				var got []string
+				for _, r := range runs {
+					got = append(got, r.ID)
+					if r.Jobs != nil {
+						t.Errorf("run %q: got %d jobs, want none from ListRuns", r.ID, len(r.Jobs))
+					}
+				}
+				if diff := cmp.Diff(tt.want, got); diff != "" {
+					t.Errorf("run IDs (-want +got):\n%s", diff)
+				}
+			})
+		}
+	})
+}
+
+// TestRunFieldsRoundTrip checks every column of a run reads back as written,
+// the optional ones included.
+func TestRunFieldsRoundTrip(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		parent := createTestRun(t, db)
+		nr := testRun(workflow.Job{Name: "solo", Base: "solo", RunsOn: nil, Matrix: map[string]string{"go": "1.26"}})
+		nr.ParentRunID = parent.ID
+		nr.QueueExpiresAt = new(testNow.Add(3600_500_000_123)) // sub-microsecond part is dropped
+		run, err := db.CreateRun(ctx, nr)
+		if err != nil {
+			t.Fatalf("create run: %v", err)
+		}
+		got, err := db.GetRun(ctx, run.ID)
+		if err != nil {
+			t.Fatalf("get run: %v", err)
+		}
+		if got.ParentRunID != parent.ID {
+			t.Errorf("got parent %q, want %q", got.ParentRunID, parent.ID)
+		}
+		if diff := cmp.Diff([]string{}, got.Jobs[0].RunsOn); diff != "" {
+			t.Errorf("runs_on of a job without labels (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]string{"go": "1.26"}, got.Jobs[0].Spec.Matrix); diff != "" {
+			t.Errorf("spec matrix (-want +got):\n%s", diff)
+		}
+		e, err := db.GetQueueEntry(ctx, got.Jobs[0].ID)
+		if err != nil {
+			t.Fatalf("get queue entry: %v", err)
+		}
+		want := normTime(testNow.Add(3600_500_000_123))
+		if e.ExpiresAt == nil || !e.ExpiresAt.Equal(want) || e.ExpiresAt.Location() != want.Location() {
+			t.Errorf("got queue expiry %v, want %v", e.ExpiresAt, want)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Source is a registered place that workflows and code come from.
+type Source struct {
+	// Name identifies the source in URLs and runs.
+	Name string
+	Kind SourceKind
+	// Location is a directory (local), a clone URL (git) or OWNER/REPO
+	// (github).
+	Location string
+	// WebhookSecrets are the secrets a webhook signature may be made with,
+	// newest first; more than one while a secret is being rotated. They are
+	// stored as given: a caller that wants them encrypted at rest encrypts
+	// them first.
+	WebhookSecrets []string
+	// CreatedAt is stamped by CreateSource.
+	CreatedAt time.Time
+}
+
+const sourceColumns = "name, kind, location, webhook_secrets, created_at"
+
+func scanSource(row interface{ Scan(...any) error }) (Source, error) {
+	var s Source
+	err := row.Scan(&s.Name, &s.Kind, &s.Location, jsonCol[[]string]{&s.WebhookSecrets}, timeCol{&s.CreatedAt})
+	return s, err
+}
+
+// CreateSource adds a source and returns it as stored. A source with the
+// same name gives ErrConflict.
+func (q *queries) CreateSource(ctx context.Context, s Source) (Source, error) {
+	s.CreatedAt = q.clock.Now()
+	if s.WebhookSecrets == nil {
+		s.WebhookSecrets = []string{}
+	}
+	_, err := q.exec(ctx,
+		"INSERT INTO sources ("+sourceColumns+") VALUES (?, ?, ?, ?, ?)",
+		s.Name, string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), timeArg(s.CreatedAt))
+	if err != nil {
+		return Source{}, fmt.Errorf("create source %q: %w", s.Name, classify(err))
+	}
+	return s, nil
+}
+
+// GetSource returns the source named name, or ErrNotFound.
+func (q *queries) GetSource(ctx context.Context, name string) (Source, error) {
+	s, err := scanSource(q.queryRow(ctx, "SELECT "+sourceColumns+" FROM sources WHERE name = ?", name))
+	if err != nil {
+		return Source{}, fmt.Errorf("get source %q: %w", name, classify(err))
+	}
+	return s, nil
+}
+
+// ListSources returns every source, by name.
+func (q *queries) ListSources(ctx context.Context) ([]Source, error) {
+	rows, err := q.query(ctx, "SELECT "+sourceColumns+" FROM sources ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("list sources: %w", err)
+	}
+	defer rows.Close()
+	var out []Source
+	for rows.Next() {
+		s, err := scanSource(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sources: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list sources: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateSource replaces the kind, location and webhook secrets of the source
+// named s.Name; CreatedAt is kept. A missing source gives ErrNotFound.
+func (q *queries) UpdateSource(ctx context.Context, s Source) error {
+	changed, err := q.execChanged(ctx,
+		"UPDATE sources SET kind = ?, location = ?, webhook_secrets = ? WHERE name = ?",
+		string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), s.Name)
+	if err == nil && !changed {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("update source %q: %w", s.Name, classify(err))
+	}
+	return nil
+}
+
+// DeleteSource removes the source named name; its runs stay. A missing
+// source gives ErrNotFound.
+func (q *queries) DeleteSource(ctx context.Context, name string) error {
+	changed, err := q.execChanged(ctx, "DELETE FROM sources WHERE name = ?", name)
+	if err == nil && !changed {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("delete source %q: %w", name, classify(err))
+	}
+	return nil
+}

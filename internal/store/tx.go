@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// txMaxAttempts bounds how often Tx runs its function when the engine
+// reports a lost race (see retryable).
+const txMaxAttempts = 5
+
+// txRetryBase is the first back-off between attempts; it doubles each time,
+// with jitter.
+const txRetryBase = 5 * time.Millisecond
+
+// Tx is one database transaction, handed to the function given to DB.Tx.
+// It has the same query methods as DB, applied inside the transaction. It
+// must not be used after that function returns, nor by more than one
+// goroutine.
+type Tx struct {
+	queries
+}
+
+// Tx runs fn in one transaction and commits it if fn returns nil. If fn
+// returns an error the transaction is rolled back and the error returned
+// unchanged.
+//
+// When the engine reports that the transaction lost a race (SQLite busy
+// past busy_timeout, a PostgreSQL serialization failure or deadlock), the
+// transaction is rolled back and fn runs again, up to 5 times in all. So fn
+// must only touch the database through tx, and must not have effects
+// outside it (sending messages, closing channels) that cannot repeat.
+//
+// Inside fn, use tx, never db: on SQLite the transaction holds the only
+// write connection, so a write through db would wait for it forever.
+func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := db.runTx(ctx, fn)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if attempt == txMaxAttempts {
+			return fmt.Errorf("transaction gave up after %d attempts: %w", attempt, err)
+		}
+		db.logger.Debug("transaction retry", "attempt", attempt, "err", err)
+		backoff := db.retryBase << (attempt - 1)
+		if backoff > 0 {
+			backoff += rand.N(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("transaction retry: %w", errors.Join(context.Cause(ctx), err))
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (db *DB) runTx(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	// Roll back on every path that does not commit, a panic in fn included,
+	// so the connection goes back to the pool. After a commit, Rollback is
+	// a no-op; its error adds nothing to the one being returned.
+	defer func() { _ = sqlTx.Rollback() }()
+	if err := fn(db.txQueries(sqlTx)); err != nil {
+		return err
+	}
+	if err := sqlTx.Commit(); err != nil {
+		return fmt.Errorf("commit transaction: %w", err)
+	}
+	return nil
+}
+
+// readTx runs fn in a read-only transaction, so that its several reads see
+// one snapshot. It is not retried: a reader never loses a race.
+func (db *DB) readTx(ctx context.Context, fn func(tx *Tx) error) error {
+	sqlTx, err := db.read.BeginTx(ctx, db.d.readTx)
+	if err != nil {
+		return fmt.Errorf("begin read transaction: %w", err)
+	}
+	defer func() { _ = sqlTx.Rollback() }() // a read-only transaction has nothing to keep
+	return fn(db.txQueries(sqlTx))
+}
+
+func (db *DB) txQueries(sqlTx *sql.Tx) *Tx {
+	return &Tx{queries: queries{w: sqlTx, r: sqlTx, d: db.d, clock: db.clock}}
+}
