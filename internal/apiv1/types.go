@@ -1,0 +1,197 @@
+// Package apiv1 holds the JSON shapes of kici's HTTP API version 1
+// (/api/v1/...): what the orchestrator's api package writes and what
+// kici-admin reads. It holds types only, no behaviour, so both sides can
+// import it; CONTRACT.md is the authority for every field named there.
+package apiv1
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Error is the body of every non-2xx response.
+type Error struct {
+	// Error is one line saying what was wrong.
+	Error string `json:"error"`
+	// Details lists individual problems (e.g. every workflow error).
+	Details []string `json:"details,omitempty"`
+}
+
+// Source is a registered repository.
+type Source struct {
+	Name string `json:"name"`
+	// Kind is local, git or github.
+	Kind string `json:"kind"`
+	// Path (local), URL (git) or Repo (github, owner/name).
+	Path string `json:"path,omitempty"`
+	URL  string `json:"url,omitempty"`
+	Repo string `json:"repo,omitempty"`
+	// WebhookSecret is accepted on create and never returned.
+	WebhookSecret string    `json:"webhook_secret,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// SourceList is GET /api/v1/sources.
+type SourceList struct {
+	Sources []Source `json:"sources"`
+}
+
+// TriggerRequest is POST /api/v1/sources/{name}/trigger.
+type TriggerRequest struct {
+	// Event is push, tag or manual.
+	Event string `json:"event"`
+	// Ref is a branch, tag or full ref; empty means the default branch.
+	Ref string `json:"ref,omitempty"`
+	// SHA pins the commit; empty resolves Ref.
+	SHA string `json:"sha,omitempty"`
+	// Inputs are a manual run's inputs.
+	Inputs map[string]string `json:"inputs,omitempty"`
+}
+
+// RunRef names one run a trigger started.
+type RunRef struct {
+	ID       string `json:"id"`
+	Workflow string `json:"workflow"`
+}
+
+// TriggerResponse is the answer to a trigger: the runs started (possibly
+// none) and, per workflow, why it did or did not match.
+type TriggerResponse struct {
+	Runs      []RunRef   `json:"runs"`
+	Decisions []Decision `json:"decisions,omitempty"`
+}
+
+// Decision is the matcher's verdict on one workflow.
+type Decision struct {
+	Workflow string `json:"workflow"`
+	Matched  bool   `json:"matched"`
+	Reason   string `json:"reason"`
+}
+
+// Run is GET /api/v1/runs/{id}, and an element of RunList.
+type Run struct {
+	ID         string          `json:"id"`
+	Source     string          `json:"source"`
+	Workflow   string          `json:"workflow"`
+	Event      json.RawMessage `json:"event"`
+	Ref        string          `json:"ref"`
+	SHA        string          `json:"sha"`
+	Status     string          `json:"status"`
+	Error      string          `json:"error"`
+	ParentRun  string          `json:"parent_run_id,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  *time.Time      `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+	Jobs       []Job           `json:"jobs,omitempty"`
+}
+
+// Job is one job of a Run.
+type Job struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Status     string     `json:"status"`
+	RunsOn     []string   `json:"runs_on"`
+	AgentID    string     `json:"agent_id"`
+	Error      string     `json:"error"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Steps      []Step     `json:"steps"`
+}
+
+// Step is one step of a Job.
+type Step struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code"`
+	Error    string `json:"error,omitempty"`
+}
+
+// RunList is GET /api/v1/runs.
+type RunList struct {
+	Runs []Run `json:"runs"`
+}
+
+// CancelRequest is POST /api/v1/runs/{id}/cancel.
+type CancelRequest struct {
+	// Force kills steps at once instead of after the grace period.
+	Force bool `json:"force"`
+}
+
+// LogLine is one stored line of a step's output.
+type LogLine struct {
+	Step int       `json:"step"`
+	TS   time.Time `json:"ts"`
+	Text string    `json:"text"`
+}
+
+// LogPage is GET /api/v1/runs/{id}/jobs/{job}/logs?step=&cursor=. Cursor
+// is an opaque position: pass Next back to read on from there.
+type LogPage struct {
+	Lines []LogLine `json:"lines"`
+	Next  string    `json:"next"`
+	// Done is true when the job has ended and everything was read.
+	Done bool `json:"done"`
+}
+
+// Event is one Server-Sent Event of GET /api/v1/runs/{id}/events. The SSE
+// event name is Kind.
+type Event struct {
+	// Kind is "run", "job", "step" (status changes) or "log".
+	Kind   string    `json:"kind"`
+	RunID  string    `json:"run_id"`
+	Job    string    `json:"job,omitempty"`
+	JobID  string    `json:"job_id,omitempty"`
+	Step   *int      `json:"step,omitempty"`
+	Status string    `json:"status,omitempty"`
+	Error  string    `json:"error,omitempty"`
+	Lines  []LogLine `json:"lines,omitempty"`
+}
+
+// QueueEntry is one element of GET /api/v1/queue.
+type QueueEntry struct {
+	JobID    string    `json:"job_id"`
+	RunID    string    `json:"run_id"`
+	Job      string    `json:"job"`
+	Labels   []string  `json:"labels"`
+	Status   string    `json:"status"`
+	AgentID  string    `json:"agent_id,omitempty"`
+	Attempts int       `json:"dispatch_attempts"`
+	Enqueued time.Time `json:"enqueued_at"`
+	// WhyPending says in words why the job waits.
+	WhyPending string `json:"why_pending"`
+}
+
+// Queue is GET /api/v1/queue.
+type Queue struct {
+	Jobs []QueueEntry `json:"jobs"`
+}
+
+// Agent is one element of GET /api/v1/agents.
+type Agent struct {
+	ID          string    `json:"id"`
+	Labels      []string  `json:"labels"`
+	BusyJobs    []string  `json:"busy_jobs"`
+	Backend     string    `json:"backend"`
+	Version     string    `json:"version,omitempty"`
+	Hostname    string    `json:"hostname,omitempty"`
+	ConnectedAt time.Time `json:"connected_at"`
+}
+
+// AgentList is GET /api/v1/agents.
+type AgentList struct {
+	Agents []Agent `json:"agents"`
+}
+
+// AgentTokenRequest is POST /api/v1/agent-tokens.
+type AgentTokenRequest struct {
+	Labels []string `json:"labels"`
+}
+
+// AgentToken is the answer to AgentTokenRequest: the token is shown only
+// this once.
+type AgentToken struct {
+	ID     string   `json:"id"`
+	Token  string   `json:"token"`
+	Labels []string `json:"labels"`
+}
