@@ -1,0 +1,108 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/kici-dev/kici/internal/workflow"
+)
+
+// Local is a git repository on the orchestrator's host (a work tree or a
+// bare repository), read with the git CLI. Agents get its code as an
+// archive from the orchestrator. A Local holds no mutable state.
+type Local struct {
+	// Path is the repository's directory; required.
+	Path string
+	// Timeout bounds each git command except the archive; zero means one
+	// minute.
+	Timeout time.Duration
+	// ArchiveTimeout bounds writing an archive; zero means 30 minutes.
+	ArchiveTimeout time.Duration
+}
+
+// Validate reports the first bad field.
+func (l *Local) Validate() error {
+	if l.Path == "" {
+		return errors.New("local source: Path is required")
+	}
+	if l.Timeout < 0 || l.ArchiveTimeout < 0 {
+		return errors.New("local source: timeouts must not be negative")
+	}
+	return nil
+}
+
+func (l *Local) repo() (*repo, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return &repo{
+		dir:            l.Path,
+		timeout:        orDefault(l.Timeout, defaultGitTimeout),
+		archiveTimeout: orDefault(l.ArchiveTimeout, defaultArchiveTimeout),
+	}, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// Resolve implements Source.
+func (l *Local) Resolve(ctx context.Context, ref string) (string, error) {
+	r, err := l.repo()
+	if err != nil {
+		return "", err
+	}
+	sha, err := r.resolve(ctx, ref)
+	if err != nil {
+		return "", fmt.Errorf("local repository %q: %w", l.Path, err)
+	}
+	return sha, nil
+}
+
+// Workflows implements Source.
+func (l *Local) Workflows(ctx context.Context, sha string) ([]workflow.File, []byte, error) {
+	r, err := l.repo()
+	if err != nil {
+		return nil, nil, err
+	}
+	files, lock, err := r.workflows(ctx, sha)
+	if err != nil {
+		return nil, nil, fmt.Errorf("local repository %q: %w", l.Path, err)
+	}
+	return files, lock, nil
+}
+
+// Archive implements Source.
+func (l *Local) Archive(ctx context.Context, sha string, w io.Writer) error {
+	r, err := l.repo()
+	if err != nil {
+		return err
+	}
+	if err := r.archive(ctx, sha, w); err != nil {
+		return fmt.Errorf("local repository %q: %w", l.Path, err)
+	}
+	return nil
+}
+
+// ChangedFiles implements Source.
+func (l *Local) ChangedFiles(ctx context.Context, before, after string) ([]string, error) {
+	r, err := l.repo()
+	if err != nil {
+		return nil, err
+	}
+	paths, err := r.changedFiles(ctx, before, after)
+	if err != nil {
+		return nil, fmt.Errorf("local repository %q: %w", l.Path, err)
+	}
+	return paths, nil
+}
+
+// CloneURL returns no URL: agents download the archive from the
+// orchestrator.
+func (l *Local) CloneURL() (string, []string) { return "", nil }
