@@ -193,3 +193,13 @@ func optionalText(p *string) []any {
 func optionalTextSQL(column string) string {
 	return "CASE WHEN ? THEN ? ELSE " + column + " END"
 }
+
+// ResetJobSeq sets a job's last applied message sequence number back to 0.
+// Sequence numbers count per dispatch (docs/protocol.md), so the caller
+// resets it in the transaction that dispatches the job again.
+func (q *queries) ResetJobSeq(ctx context.Context, jobID string) error {
+	if _, err := q.exec(ctx, "UPDATE jobs SET last_seq = 0 WHERE id = ?", jobID); err != nil {
+		return fmt.Errorf("reset message sequence of job %q: %w", jobID, classify(err))
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/dispatch"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+func (s *Server) agents(w http.ResponseWriter, r *http.Request) {
+	out := apiv1.AgentList{Agents: []apiv1.Agent{}}
+	for _, a := range s.disp.Agents() {
+		out.Agents = append(out.Agents, apiv1.Agent{ID: a.ID, Labels: a.Labels, BusyJobs: a.BusyJobs(), Backend: a.Backend,
+			Version: a.Version, Hostname: a.Hostname, ConnectedAt: a.ConnectedAt})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.db.ListQueue(r.Context())
+	if err != nil {
+		s.storeError(w, "list queue", err)
+		return
+	}
+	agents := s.disp.Agents()
+	out := apiv1.Queue{Jobs: []apiv1.QueueEntry{}}
+	for _, e := range rows {
+		job, err := s.db.GetJob(r.Context(), e.JobID)
+		if err != nil {
+			continue
+		}
+		out.Jobs = append(out.Jobs, apiv1.QueueEntry{
+			JobID: e.JobID, RunID: e.RunID, Job: job.Name, Labels: e.Labels, Status: string(e.Status),
+			AgentID: e.AgentID, Attempts: e.DispatchAttempts, Enqueued: e.EnqueuedAt,
+			WhyPending: whyPending(e, agents, s.cfg.Now()),
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// whyPending says in words why a queue row waits.
+func whyPending(e store.QueueEntry, agents []*dispatch.Agent, now time.Time) string {
+	switch {
+	case e.RecoveryDeadline != nil:
+		return fmt.Sprintf("waiting for agent %s to reconnect and reclaim the job until %s", e.RecoveryAgentID, e.RecoveryDeadline.UTC().Format(time.RFC3339))
+	case e.Status == store.QueueDispatched && e.AckDeadline != nil:
+		return fmt.Sprintf("dispatched to agent %s, waiting for it to acknowledge (deadline %s)", e.AgentID, e.AckDeadline.UTC().Format(time.RFC3339))
+	case e.Status == store.QueueDispatched:
+		return fmt.Sprintf("running on agent %s", e.AgentID)
+	}
+	fitting, busy := 0, 0
+	for _, a := range agents {
+		if covers(a.Labels, e.Labels) {
+			fitting++
+			if len(a.BusyJobs()) >= a.Capacity {
+				busy++
+			}
+		}
+	}
+	var why string
+	switch {
+	case fitting == 0:
+		why = fmt.Sprintf("no connected agent has all of the labels %v", e.Labels)
+	case busy == fitting:
+		why = fmt.Sprintf("waiting for a free agent: all %d agents with labels %v are busy", fitting, e.Labels)
+	default:
+		why = "about to be dispatched"
+	}
+	if e.LastProvisioningError != "" {
+		why += "; last provisioning error: " + e.LastProvisioningError
+	}
+	if e.LastRequeueReason != "" {
+		why += fmt.Sprintf("; requeued %d time(s), last because %s", e.DispatchAttempts, e.LastRequeueReason)
+	}
+	return why
+}
+
+func covers(have, need []string) bool {
+	for _, n := range need {
+		if !slices.Contains(have, n) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,248 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/logs"
+	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+func toAPIRun(run store.Run) apiv1.Run {
+	out := apiv1.Run{
+		ID: run.ID, Source: run.Source, Workflow: run.Workflow, Event: run.Event, Ref: run.Ref, SHA: run.SHA,
+		Status: string(run.Status), Error: run.Error, ParentRun: run.ParentRunID,
+		CreatedAt: run.CreatedAt, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
+	}
+	for _, j := range run.Jobs {
+		aj := apiv1.Job{ID: j.ID, Name: j.Name, Status: string(j.Status), RunsOn: j.RunsOn, AgentID: j.AgentID,
+			Error: j.Error, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Steps: []apiv1.Step{}}
+		if aj.RunsOn == nil {
+			aj.RunsOn = []string{}
+		}
+		for _, st := range j.Steps {
+			aj.Steps = append(aj.Steps, apiv1.Step{Index: st.Index, Name: st.Name, Status: string(st.Status), ExitCode: st.ExitCode, Error: st.Error})
+		}
+		out.Jobs = append(out.Jobs, aj)
+	}
+	return out
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.RunFilter{Status: store.RunStatus(q.Get("status")), Source: q.Get("source"), Limit: 50}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want 1 to 1000", v))
+			return
+		}
+		f.Limit = n
+	}
+	runs, err := s.db.ListRuns(r.Context(), f)
+	if err != nil {
+		s.storeError(w, "list runs", err)
+		return
+	}
+	out := apiv1.RunList{Runs: []apiv1.Run{}}
+	for _, run := range runs {
+		out.Runs = append(out.Runs, toAPIRun(run))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	run, err := s.db.GetRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIRun(run))
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var in apiv1.CancelRequest
+	if r.ContentLength != 0 && !decodeJSON(w, r, &in) {
+		return
+	}
+	if err := s.disp.Cancel(r.Context(), id, in.Force, "cancelled by request"); err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	run, err := s.db.GetRun(r.Context(), id)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIRun(run))
+}
+
+func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	run, err := s.db.GetRun(r.Context(), id)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	child, err := s.pipe.Rerun(r.Context(), run)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("rerun of %q", id), err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiv1.RunRef{ID: child.ID, Workflow: child.Workflow})
+}
+
+// findJob finds a job of a run by id or by name.
+func findJob(run store.Run, key string) (store.Job, bool) {
+	for _, j := range run.Jobs {
+		if j.ID == key || j.Name == key {
+			return j, true
+		}
+	}
+	return store.Job{}, false
+}
+
+// jobLogs reads stored lines of one job from a cursor "<step>:<offset>",
+// walking the steps in order (setup output first) when no step is given.
+func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
+	run, err := s.db.GetRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), err)
+		return
+	}
+	job, ok := findJob(run, r.PathValue("job"))
+	if !ok {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("run %q has no job %q", run.ID, r.PathValue("job")))
+		return
+	}
+	q := r.URL.Query()
+	first, last := logs.SetupStep, len(job.Steps)-1
+	if v := q.Get("step"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < logs.SetupStep || n > last {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("step %q: want -1 to %d", v, last))
+			return
+		}
+		first, last = n, n
+	}
+	step, offset := first, int64(0)
+	if v := q.Get("cursor"); v != "" {
+		a, b, ok := strings.Cut(v, ":")
+		n, err1 := strconv.Atoi(a)
+		off, err2 := strconv.ParseInt(b, 10, 64)
+		if !ok || err1 != nil || err2 != nil || n < first || n > last || off < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("cursor %q: pass back the \"next\" of the previous page", v))
+			return
+		}
+		step, offset = n, off
+	}
+	terminal := runstate.JobTerminal(job.Status)
+	page := apiv1.LogPage{Lines: []apiv1.LogLine{}}
+	for {
+		lines, next, err := s.logs.Read(r.Context(), logs.StepKey{RunID: run.ID, JobID: job.ID, Step: step}, offset, 0)
+		if errors.Is(err, logs.ErrBadCursor) {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		if err != nil {
+			s.storeError(w, "read logs", err)
+			return
+		}
+		for _, l := range lines {
+			page.Lines = append(page.Lines, apiv1.LogLine{Step: step, TS: l.TS, Text: l.Text})
+		}
+		offset = next
+		if len(lines) > 0 || step >= last || !terminal && !stepDone(job, step) {
+			break
+		}
+		step, offset = step+1, 0
+	}
+	page.Next = fmt.Sprintf("%d:%d", step, offset)
+	if terminal && step >= last {
+		size, err := s.logs.Size(r.Context(), logs.StepKey{RunID: run.ID, JobID: job.ID, Step: step})
+		page.Done = err == nil && offset >= size
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// stepDone reports whether nothing more will be written to a step's log.
+func stepDone(job store.Job, step int) bool {
+	if step < 0 {
+		return len(job.Steps) > 0 && job.Steps[0].Status != store.StepPending
+	}
+	return step < len(job.Steps) && runstate.StepTerminal(job.Steps[step].Status)
+}
+
+// runEvents streams a run's status changes and log lines as Server-Sent
+// Events, starting with the run's current status, and ends after the run
+// reaches a final status.
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	events, stop := s.logs.Subscribe(id)
+	defer stop()
+	run, err := s.db.GetRun(r.Context(), id)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	names := map[string]string{}
+	for _, j := range run.Jobs {
+		names[j.ID] = j.Name
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(ev apiv1.Event) {
+		data, _ := json.Marshal(ev)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Kind, data)
+		flusher.Flush()
+	}
+	send(apiv1.Event{Kind: "run", RunID: id, Status: string(run.Status), Error: run.Error})
+	if runstate.RunTerminal(run.Status) {
+		return
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case logs.EventLog:
+				out := apiv1.Event{Kind: "log", RunID: id, JobID: ev.Log.JobID, Job: names[ev.Log.JobID]}
+				step := ev.Log.Step
+				out.Step = &step
+				for _, l := range ev.Log.Lines {
+					out.Lines = append(out.Lines, apiv1.LogLine{Step: step, TS: l.TS, Text: l.Text})
+				}
+				send(out)
+			case logs.EventStatus:
+				var out apiv1.Event
+				if json.Unmarshal(ev.Data, &out) != nil {
+					continue
+				}
+				send(out)
+				if out.Kind == "run" && runstate.RunTerminal(store.RunStatus(out.Status)) {
+					return
+				}
+			case logs.EventLagged:
+				send(apiv1.Event{Kind: "lagged", RunID: id, Error: "events were dropped; reload the run and its logs"})
+				return
+			}
+		}
+	}
+}

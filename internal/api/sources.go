@@ -1,0 +1,242 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/kici-dev/kici/internal/agentws"
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/pipeline"
+	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/source"
+	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/trigger"
+)
+
+var sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+func toAPISource(s store.Source) apiv1.Source {
+	out := apiv1.Source{Name: s.Name, Kind: string(s.Kind), CreatedAt: s.CreatedAt}
+	switch string(s.Kind) {
+	case source.KindLocal:
+		out.Path = s.Location
+	case source.KindGit:
+		out.URL = s.Location
+	default:
+		out.Repo = s.Location
+	}
+	return out
+}
+
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request) {
+	rows, err := s.db.ListSources(r.Context())
+	if err != nil {
+		s.storeError(w, "list sources", err)
+		return
+	}
+	out := apiv1.SourceList{Sources: []apiv1.Source{}}
+	for _, row := range rows {
+		out.Sources = append(out.Sources, toAPISource(row))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
+	var in apiv1.Source
+	if !decodeJSON(w, r, &in) {
+		return
+	}
+	if !sourceNameRE.MatchString(in.Name) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("source name %q: use 1 to 63 lower-case letters, digits, '.', '_' and '-'", in.Name))
+		return
+	}
+	row := store.Source{Name: in.Name, Kind: store.SourceKind(in.Kind)}
+	switch in.Kind {
+	case source.KindLocal:
+		if in.Path == "" {
+			writeError(w, http.StatusBadRequest, "a local source needs \"path\"")
+			return
+		}
+		abs, err := filepath.Abs(in.Path)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "path: "+err.Error())
+			return
+		}
+		if st, err := os.Stat(filepath.Join(abs, ".git")); err != nil || st == nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("path %q is not a git repository on the orchestrator host", abs))
+			return
+		}
+		row.Location = abs
+	case source.KindGit:
+		if in.URL == "" {
+			writeError(w, http.StatusBadRequest, "a git source needs \"url\"")
+			return
+		}
+		row.Location = in.URL
+	case source.KindGitHub:
+		if strings.Count(in.Repo, "/") != 1 {
+			writeError(w, http.StatusBadRequest, "a github source needs \"repo\" as OWNER/NAME")
+			return
+		}
+		row.Location = in.Repo
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("kind %q: want local, git or github", in.Kind))
+		return
+	}
+	if in.WebhookSecret != "" {
+		row.WebhookSecrets = []string{in.WebhookSecret}
+	}
+	created, err := s.db.CreateSource(r.Context(), row)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("source %q", in.Name), err)
+		return
+	}
+	s.pipe.Forget(in.Name)
+	writeJSON(w, http.StatusCreated, toAPISource(created))
+}
+
+func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := s.db.DeleteSource(r.Context(), name); err != nil {
+		s.storeError(w, fmt.Sprintf("source %q", name), err)
+		return
+	}
+	s.pipe.Forget(name)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var in apiv1.TriggerRequest
+	if !decodeJSON(w, r, &in) {
+		return
+	}
+	var ev trigger.Event
+	switch in.Event {
+	case "", trigger.KindPush:
+		ref := in.Ref
+		if ref == "" {
+			ref = "main"
+		}
+		ev = trigger.PushEvent(ref, in.SHA)
+	case trigger.KindTag:
+		if in.Ref == "" {
+			writeError(w, http.StatusBadRequest, "a tag event needs \"ref\" (the tag)")
+			return
+		}
+		ev = trigger.TagEvent(in.Ref, in.SHA)
+	case trigger.KindManual:
+		ev = trigger.ManualEvent(in.Ref, in.Inputs)
+		ev.SHA = in.SHA
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("event %q: want push, tag or manual", in.Event))
+		return
+	}
+	if in.Event != trigger.KindManual && len(in.Inputs) > 0 {
+		writeError(w, http.StatusBadRequest, "inputs are only for manual events")
+		return
+	}
+	if err := ev.Validate(); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	res, err := s.pipe.Trigger(r.Context(), name, ev)
+	if err != nil {
+		s.pipelineError(w, name, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, triggerResponse(res))
+}
+
+func triggerResponse(res pipeline.Result) apiv1.TriggerResponse {
+	out := apiv1.TriggerResponse{Runs: []apiv1.RunRef{}}
+	for _, run := range res.Runs {
+		out.Runs = append(out.Runs, apiv1.RunRef{ID: run.ID, Workflow: run.Workflow})
+	}
+	for _, d := range res.Decisions {
+		out.Decisions = append(out.Decisions, apiv1.Decision{Workflow: d.Workflow, Matched: d.Matched, Reason: d.Reason})
+	}
+	return out
+}
+
+func (s *Server) pipelineError(w http.ResponseWriter, name string, err error) {
+	var wfErr *pipeline.WorkflowError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("source %q: not found", name))
+	case errors.As(err, &wfErr):
+		writeError(w, http.StatusUnprocessableEntity, wfErr.Error(), strings.Split(wfErr.Err.Error(), "\n")...)
+	case errors.Is(err, pipeline.ErrNoWorkflows), errors.Is(err, source.ErrNotFound), errors.Is(err, source.ErrInvalidRef):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
+	default:
+		s.log.Error("trigger failed", "source", name, "error", err)
+		writeError(w, http.StatusBadGateway, err.Error())
+	}
+}
+
+// archive serves a tar.gz of a source at a commit to the agent running a
+// job of that source at that commit.
+func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
+	name, sha := r.PathValue("name"), r.PathValue("sha")
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	jobID, attempt, err := s.tokens.Check(token)
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, "job token missing or invalid")
+		return
+	}
+	job, err := s.db.GetJob(r.Context(), jobID)
+	if err != nil || job.Attempt != attempt || runstate.JobTerminal(job.Status) {
+		writeError(w, http.StatusForbidden, "the job token's job is not running")
+		return
+	}
+	run, err := s.db.GetRun(r.Context(), job.RunID)
+	if err != nil || run.Source != name || run.SHA != sha {
+		writeError(w, http.StatusForbidden, "the job token does not grant this source and commit")
+		return
+	}
+	_, src, err := s.pipe.Source(r.Context(), name)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("source %q", name), err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	if err := src.Archive(r.Context(), sha, w); err != nil {
+		s.log.Error("archive failed", "source", name, "sha", sha, "error", err)
+	}
+}
+
+func (s *Server) createAgentToken(w http.ResponseWriter, r *http.Request) {
+	var in apiv1.AgentTokenRequest
+	if !decodeJSON(w, r, &in) {
+		return
+	}
+	for _, l := range in.Labels {
+		if l == "" || strings.ContainsAny(l, ", \t\n") || strings.HasPrefix(l, "kici:") {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("label %q: labels are non-empty, hold no spaces or commas, and kici: is reserved", l))
+			return
+		}
+	}
+	buf := make([]byte, 24)
+	if _, err := rand.Read(buf); err != nil {
+		writeError(w, http.StatusInternalServerError, "generate token")
+		return
+	}
+	token := "kat_" + hex.EncodeToString(buf)
+	labels := in.Labels
+	if labels == nil {
+		labels = []string{}
+	}
+	row, err := s.db.CreateAgentToken(r.Context(), store.AgentToken{Hash: agentws.HashToken(token), Labels: labels})
+	if err != nil {
+		s.storeError(w, "agent token", err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, apiv1.AgentToken{ID: row.ID, Token: token, Labels: labels})
+}

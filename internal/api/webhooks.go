@@ -1,0 +1,144 @@
+package api
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/trigger"
+)
+
+// dedupWindow is how long a delivery id is remembered.
+const dedupWindow = 24 * time.Hour
+
+// Webhook verdicts recorded in the event log.
+const (
+	verdictProcessed     = "processed"
+	verdictDuplicate     = "duplicate"
+	verdictIgnored       = "ignored"
+	verdictBadSignature  = "rejected_signature"
+	verdictMisconfigured = "rejected_misconfigured"
+	verdictInvalid       = "invalid_payload"
+	verdictFailed        = "failed"
+)
+
+// checkSignature reports whether sig ("sha256=<hex>") is the HMAC-SHA256
+// of body under any of the secrets. A malformed header is simply invalid.
+func checkSignature(sig string, body []byte, secrets []string) bool {
+	hexSum, ok := strings.CutPrefix(sig, "sha256=")
+	if !ok || len(hexSum) != 64 {
+		return false
+	}
+	got, err := hex.DecodeString(hexSum)
+	if err != nil {
+		return false
+	}
+	match := false
+	for _, s := range secrets {
+		mac := hmac.New(sha256.New, []byte(s))
+		mac.Write(body)
+		// Compare against every secret, so the time taken does not tell
+		// which one (or whether any) matched.
+		if hmac.Equal(got, mac.Sum(nil)) {
+			match = true
+		}
+	}
+	return match
+}
+
+func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request) {
+	s.webhook(w, r, r.Header.Get("X-GitHub-Delivery"), r.Header.Get("X-GitHub-Event"), func(body []byte) (trigger.Event, error) {
+		return trigger.NormalizeGitHub(r.Header.Get("X-GitHub-Event"), body)
+	})
+}
+
+func (s *Server) genericWebhook(w http.ResponseWriter, r *http.Request) {
+	s.webhook(w, r, r.Header.Get("X-Kici-Delivery"), "push", trigger.NormalizeGeneric)
+}
+
+// webhook verifies, dedups, records and runs one delivery.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request, deliveryID, kind string, normalize func([]byte) (trigger.Event, error)) {
+	name := r.PathValue("source")
+	ctx := r.Context()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxWebhookBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("webhook body over %d bytes", tooBig.Limit))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "read body: "+err.Error())
+		return
+	}
+	src, err := s.db.GetSource(ctx, name)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("source %q", name), err)
+		return
+	}
+	record := func(verdict, detail string, runIDs []string) {
+		if runIDs == nil {
+			runIDs = []string{}
+		}
+		_, err := s.db.RecordWebhookEvent(ctx, store.WebhookEvent{Source: name, DeliveryID: deliveryID, Kind: kind, Verdict: verdict, Detail: detail, RunIDs: runIDs})
+		if err != nil {
+			s.log.Error("record webhook event failed", "source", name, "error", err)
+		}
+	}
+	if len(src.WebhookSecrets) == 0 {
+		record(verdictMisconfigured, "source has no webhook secret", nil)
+		writeError(w, http.StatusInternalServerError, fmt.Sprintf("source %q has no webhook secret configured; add one to accept webhooks", name))
+		return
+	}
+	if !checkSignature(r.Header.Get("X-Hub-Signature-256"), body, src.WebhookSecrets) {
+		record(verdictBadSignature, "X-Hub-Signature-256 does not match", nil)
+		writeError(w, http.StatusUnauthorized, "signature missing or invalid (X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>)")
+		return
+	}
+	ev, err := normalize(body)
+	var ignored *trigger.IgnoredError
+	if errors.As(err, &ignored) {
+		record(verdictIgnored, ignored.Reason, nil)
+		writeJSON(w, http.StatusOK, map[string]any{"ignored": true, "reason": ignored.Reason})
+		return
+	}
+	if errors.Is(err, trigger.ErrBodyTooLarge) {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
+	if err != nil {
+		record(verdictInvalid, err.Error(), nil)
+		writeError(w, http.StatusBadRequest, "invalid payload: "+err.Error())
+		return
+	}
+	if deliveryID != "" {
+		fresh, err := s.db.MarkDelivery(ctx, name, deliveryID, s.cfg.Now().Add(dedupWindow))
+		if err != nil {
+			s.storeError(w, "record delivery", err)
+			return
+		}
+		if !fresh {
+			record(verdictDuplicate, "delivery id seen within 24h", nil)
+			writeJSON(w, http.StatusOK, map[string]any{"duplicate": true})
+			return
+		}
+	}
+	res, err := s.pipe.Trigger(ctx, name, ev)
+	if err != nil {
+		record(verdictFailed, err.Error(), nil)
+		s.pipelineError(w, name, err)
+		return
+	}
+	var ids []string
+	for _, run := range res.Runs {
+		ids = append(ids, run.ID)
+	}
+	record(verdictProcessed, fmt.Sprintf("%d run(s)", len(ids)), ids)
+	writeJSON(w, http.StatusOK, triggerResponse(res))
+}

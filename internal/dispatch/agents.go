@@ -1,0 +1,211 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/protocol"
+	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+// Register adds a connected agent and answers its registration: for each
+// in-flight job the agent reports that is still its own, the highest
+// message seq already applied, so the agent replays only the rest. A job
+// it no longer owns is left out, which tells the agent to drop it. An
+// older connection of the same agent is closed.
+func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol.InFlightJob) (*protocol.Registered, error) {
+	reply := &protocol.Registered{AgentID: a.ID, HeartbeatIntervalMS: d.cfg.HeartbeatInterval.Milliseconds(), ServerVersion: "kici"}
+	for _, f := range inFlight {
+		job, err := d.db.GetJob(ctx, f.JobID)
+		if err != nil {
+			continue
+		}
+		if job.AgentID != a.ID || (job.Status != store.JobDispatched && job.Status != store.JobRunning) {
+			continue
+		}
+		if _, err := d.db.ClearRecovery(ctx, job.ID, a.ID); err != nil {
+			return nil, fmt.Errorf("reclaim job %q for agent %q: %w", job.ID, a.ID, err)
+		}
+		a.take(job.ID)
+		d.setAttempt(job.ID, job.Attempt)
+		reply.Resume = append(reply.Resume, protocol.ResumeJob{JobID: job.ID, AckSeq: uint64(job.LastSeq)})
+	}
+	if old := d.reg.add(a); old != nil && old != a {
+		old.conn.Close(protocol.CloseReplaced, "replaced by a newer connection of the same agent")
+	}
+	d.log.Info("agent registered", "agent_id", a.ID, "labels", a.Labels, "resumed_jobs", len(reply.Resume))
+	d.JobsQueued()
+	return reply, nil
+}
+
+// Unregister removes a disconnected agent. Jobs it had not acked go back
+// to the queue at once; jobs it was running wait RecoveryWindow for the
+// agent to come back and reclaim them, then fail as "agent lost".
+func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
+	if !d.reg.remove(a) {
+		return // a newer connection took over; its jobs are its own
+	}
+	deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
+	for _, jobID := range a.BusyJobs() {
+		entry, err := d.db.GetQueueEntry(ctx, jobID)
+		if err != nil {
+			continue
+		}
+		if entry.AckDeadline != nil {
+			d.requeue(ctx, jobID, fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID))
+			continue
+		}
+		if _, err := d.db.SetRecovery(ctx, jobID, a.ID, deadline); err != nil {
+			d.log.Error("set recovery window failed", "job_id", jobID, "agent_id", a.ID, "error", err)
+		}
+	}
+	d.log.Info("agent disconnected", "agent_id", a.ID, "jobs_waiting_for_recovery", len(a.BusyJobs()))
+	d.JobsQueued()
+}
+
+// Cancel cancels every unfinished job of a run: jobs not yet on an agent
+// end cancelled at once; agents running one are told to stop it (force
+// skips the grace period) and report the end themselves. A job whose agent
+// is not connected ends cancelled at once.
+func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reason string) error {
+	run, err := d.db.GetRun(ctx, runID)
+	if err != nil {
+		return err
+	}
+	for _, j := range run.Jobs {
+		if runstate.JobTerminal(j.Status) {
+			continue
+		}
+		if j.Status == store.JobDispatched || j.Status == store.JobRunning {
+			if a := d.reg.get(j.AgentID); a != nil && a.holds(j.ID) {
+				err := a.conn.Send(ctx, &protocol.JobCancel{JobID: j.ID, Force: force, Reason: reason})
+				if err == nil {
+					continue
+				}
+			}
+		}
+		d.endJobByID(ctx, j.ID, store.JobCancelled, reason)
+	}
+	return nil
+}
+
+// Apply applies one job-scoped message from an agent exactly once and
+// returns the seq the agent may now forget (0: nothing to acknowledge).
+func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (uint64, error) {
+	js, ok := m.(protocol.JobScoped)
+	if !ok {
+		return 0, fmt.Errorf("message %s is not job-scoped", m.Type())
+	}
+	jobID, seq := js.JobSeq()
+	if chunk, ok := m.(*protocol.LogChunk); ok {
+		return seq, d.applyLog(ctx, a, chunk)
+	}
+	var events []apiv1.Event
+	var freed bool
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		events, freed = nil, false
+		job, err := tx.GetJob(ctx, jobID)
+		if err != nil {
+			return err
+		}
+		if job.AgentID != a.ID {
+			return nil // the job was taken from this agent; its word no longer counts
+		}
+		fresh, err := tx.ApplyJobMessage(ctx, jobID, int64(seq))
+		if err != nil || !fresh {
+			return err
+		}
+		events, freed, err = d.applyTx(ctx, tx, a, job, m)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("apply %s of job %q from agent %q: %w", m.Type(), jobID, a.ID, err)
+	}
+	d.sched.Publish(events)
+	if freed {
+		a.release(jobID)
+		d.JobsQueued()
+	}
+	return seq, nil
+}
+
+func (d *Dispatcher) applyTx(ctx context.Context, tx *store.Tx, a *Agent, job store.Job, m protocol.Message) ([]apiv1.Event, bool, error) {
+	now := d.cfg.Now()
+	switch m := m.(type) {
+	case *protocol.JobAck:
+		_, err := tx.Ack(ctx, job.ID, a.ID)
+		return nil, false, err
+	case *protocol.JobReject:
+		events, err := d.requeueTx(ctx, tx, job.ID, fmt.Sprintf("agent %s rejected the job: %s", a.ID, m.Reason))
+		return events, true, err
+	case *protocol.JobStatus:
+		return d.applyJobStatus(ctx, tx, job, m, now)
+	case *protocol.StepStatus:
+		to := store.StepStatus(m.Status)
+		t := store.StepTransition{JobID: job.ID, Index: m.Step, From: runstate.StepFrom(to), To: to}
+		if runstate.StepTerminal(to) {
+			code := m.ExitCode
+			t.ExitCode, t.Error = &code, &m.Error
+			t.FinishedAt = timeOr(m.FinishedAt, now)
+		} else {
+			t.StartedAt = timeOr(m.StartedAt, now)
+		}
+		changed, err := tx.UpdateStepStatus(ctx, t)
+		if err != nil || !changed {
+			return nil, false, err
+		}
+		idx := m.Step
+		return []apiv1.Event{{Kind: "step", RunID: job.RunID, Job: job.Name, JobID: job.ID, Step: &idx, Status: m.Status, Error: m.Error}}, false, nil
+	}
+	return nil, false, fmt.Errorf("unexpected message %s", m.Type())
+}
+
+func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store.Job, m *protocol.JobStatus, now time.Time) ([]apiv1.Event, bool, error) {
+	to := store.JobStatus(m.Status)
+	if to == store.JobRunning {
+		// A running report also acknowledges the dispatch.
+		if _, err := tx.Ack(ctx, job.ID, job.AgentID); err != nil {
+			return nil, false, err
+		}
+		changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: job.ID, From: runstate.JobFrom(to), To: to, StartedAt: &now})
+		if err != nil || !changed {
+			return nil, false, err
+		}
+		events := []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: m.Status}}
+		started, err := tx.UpdateRunStatus(ctx, store.RunTransition{ID: job.RunID, From: runstate.RunFrom(store.RunRunning), To: store.RunRunning, StartedAt: &now})
+		if err != nil {
+			return nil, false, err
+		}
+		if started {
+			events = append(events, apiv1.Event{Kind: "run", RunID: job.RunID, Status: string(store.RunRunning)})
+		}
+		return events, false, nil
+	}
+	events, err := d.endJob(ctx, tx, job, to, m.Error)
+	return events, true, err
+}
+
+// applyLog stores a log chunk; the log store itself skips a chunk it has.
+func (d *Dispatcher) applyLog(ctx context.Context, a *Agent, m *protocol.LogChunk) error {
+	if !a.holds(m.JobID) {
+		return nil
+	}
+	job, err := d.db.GetJob(ctx, m.JobID)
+	if err != nil {
+		return err
+	}
+	if job.AgentID != a.ID {
+		return nil
+	}
+	return d.logs.AppendLog(ctx, job.RunID, job.ID, job.Attempt, m.Step, m.Seq, m.Lines)
+}
+
+func timeOr(t, def time.Time) *time.Time {
+	if t.IsZero() {
+		return &def
+	}
+	return &t
+}

@@ -1,0 +1,350 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/protocol"
+	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/scheduler"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+// MaxAttempts is how many dispatches a job gets: the fifth requeue fails
+// it for good.
+const MaxAttempts = 5
+
+// Config tunes the dispatcher. Durations must be positive.
+type Config struct {
+	// AckTimeout is how long an agent has to ack a dispatch.
+	AckTimeout time.Duration
+	// RecoveryWindow is how long a job waits for its disconnected agent.
+	RecoveryWindow time.Duration
+	// QueueSweepInterval is how often expired queue rows are failed.
+	QueueSweepInterval time.Duration
+	// DefaultJobTimeout bounds a job whose workflow sets no timeout.
+	DefaultJobTimeout time.Duration
+	// HeartbeatInterval is what agents are told to use.
+	HeartbeatInterval time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// DispatchBuilder fills in what a dispatch carries beyond the job itself:
+// where the code comes from, run metadata, the job token.
+type DispatchBuilder interface {
+	BuildDispatch(ctx context.Context, run store.Run, job store.Job, attempt int) (*protocol.JobDispatch, error)
+}
+
+// LogSink stores the log chunks agents send. Storing must be idempotent by
+// (job, attempt, seq).
+type LogSink interface {
+	AppendLog(ctx context.Context, runID, jobID string, attempt, step int, seq uint64, lines []protocol.LogLine) error
+}
+
+// Dispatcher matches queued jobs with agents and applies agent reports.
+type Dispatcher struct {
+	log   *slog.Logger
+	db    *store.DB
+	sched *scheduler.Scheduler
+	build DispatchBuilder
+	logs  LogSink
+	cfg   Config
+	reg   registry
+	kick  chan struct{}
+
+	// recent remembers the agent each job was last dispatched to and the
+	// attempt, for log routing; refreshed from the store when missing.
+	mu      sync.Mutex
+	attempt map[string]int
+}
+
+// New returns a dispatcher; call Run to start its loop.
+func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build DispatchBuilder, logs LogSink, cfg Config) *Dispatcher {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Dispatcher{
+		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
+		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{},
+	}
+}
+
+// JobsQueued wakes the dispatch loop: new jobs may fit free agents.
+func (d *Dispatcher) JobsQueued() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Agents returns the connected agents, sorted by id.
+func (d *Dispatcher) Agents() []*Agent { return d.reg.list() }
+
+// HeartbeatInterval is the interval agents are told to use.
+func (d *Dispatcher) HeartbeatInterval() time.Duration { return d.cfg.HeartbeatInterval }
+
+// Run matches jobs to agents whenever woken and runs the sweeps, until ctx
+// ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	// Sweep often enough for the shortest deadline we promise.
+	tick := min(d.cfg.AckTimeout, d.cfg.RecoveryWindow, d.cfg.QueueSweepInterval, time.Second) / 2
+	tick = max(tick, 10*time.Millisecond)
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
+	lastQueueSweep := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-d.kick:
+		case <-ticker.C:
+			d.sweepAcks(ctx)
+			d.sweepRecoveries(ctx)
+			if now := d.cfg.Now(); now.Sub(lastQueueSweep) >= d.cfg.QueueSweepInterval {
+				lastQueueSweep = now
+				d.sweepQueue(ctx)
+			}
+		}
+		d.dispatchAll(ctx)
+	}
+}
+
+// dispatchAll gives queued jobs to free agents until no agent can take one.
+func (d *Dispatcher) dispatchAll(ctx context.Context) {
+	for {
+		progressed := false
+		for _, a := range d.reg.list() {
+			if a.free() <= 0 {
+				continue
+			}
+			ok, err := d.dispatchOne(ctx, a)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Error("dispatch failed", "agent_id", a.ID, "error", err)
+				}
+				continue
+			}
+			progressed = progressed || ok
+		}
+		if !progressed {
+			return
+		}
+	}
+}
+
+// dispatchOne claims the oldest queued job that fits a and sends it.
+func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
+	now := d.cfg.Now()
+	var run store.Run
+	var job store.Job
+	var attempt int
+	claimed := false
+	var events []apiv1.Event
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		claimed, events = false, nil
+		entry, ok, err := tx.ClaimForAgent(ctx, a.ID, a.Labels, now.Add(d.cfg.AckTimeout))
+		if err != nil || !ok {
+			return err
+		}
+		job, err = tx.GetJob(ctx, entry.JobID)
+		if err != nil {
+			return err
+		}
+		attempt = job.Attempt + 1
+		agentID := a.ID
+		changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{
+			ID: job.ID, From: runstate.JobFrom(store.JobDispatched), To: store.JobDispatched,
+			AgentID: &agentID, Attempt: &attempt,
+		})
+		if err != nil {
+			return err
+		}
+		if !changed {
+			// The job ended (cancelled) while its row waited: drop the row.
+			_, err := tx.Dequeue(ctx, job.ID)
+			return err
+		}
+		if err := tx.ResetJobSeq(ctx, job.ID); err != nil {
+			return err
+		}
+		run, err = tx.GetRun(ctx, job.RunID)
+		if err != nil {
+			return err
+		}
+		claimed = true
+		events = append(events, apiv1.Event{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(store.JobDispatched)})
+		return nil
+	})
+	if err != nil || !claimed {
+		return false, err
+	}
+	d.sched.Publish(events)
+	a.take(job.ID)
+	d.setAttempt(job.ID, attempt)
+	msg, err := d.build.BuildDispatch(ctx, run, job, attempt)
+	if err == nil {
+		if msg.TimeoutMS == 0 {
+			msg.TimeoutMS = d.cfg.DefaultJobTimeout.Milliseconds()
+		}
+		err = a.conn.Send(ctx, msg)
+	}
+	if err != nil {
+		a.release(job.ID)
+		d.requeue(ctx, job.ID, fmt.Sprintf("send to agent %s: %v", a.ID, err))
+		return false, fmt.Errorf("send job %q to agent %q: %w", job.ID, a.ID, err)
+	}
+	d.log.Info("job dispatched", "run_id", job.RunID, "job_id", job.ID, "job", job.Name, "agent_id", a.ID, "attempt", attempt)
+	return true, nil
+}
+
+func (d *Dispatcher) setAttempt(jobID string, attempt int) {
+	d.mu.Lock()
+	d.attempt[jobID] = attempt
+	d.mu.Unlock()
+}
+
+// requeue puts a dispatched job back in the queue, or fails it after
+// MaxAttempts dispatches.
+func (d *Dispatcher) requeue(ctx context.Context, jobID, reason string) {
+	var events []apiv1.Event
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		events, err = d.requeueTx(ctx, tx, jobID, reason)
+		return err
+	})
+	if err != nil {
+		d.log.Error("requeue failed", "job_id", jobID, "error", err)
+		return
+	}
+	d.log.Warn("job requeued", "job_id", jobID, "reason", reason)
+	d.sched.Publish(events)
+	d.JobsQueued()
+}
+
+func (d *Dispatcher) requeueTx(ctx context.Context, tx *store.Tx, jobID, reason string) ([]apiv1.Event, error) {
+	entry, ok, err := tx.Requeue(ctx, jobID, reason)
+	if err != nil || !ok {
+		return nil, err
+	}
+	job, err := tx.GetJob(ctx, jobID)
+	if err != nil {
+		return nil, err
+	}
+	if entry.DispatchAttempts >= MaxAttempts {
+		return d.failJob(ctx, tx, job, fmt.Sprintf("dispatch attempts exhausted (%d): %s", entry.DispatchAttempts, reason))
+	}
+	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: jobID, From: runstate.JobFrom(store.JobQueued), To: store.JobQueued})
+	if err != nil || !changed {
+		return nil, err
+	}
+	return []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(store.JobQueued), Error: reason}}, nil
+}
+
+// failJob ends a job with failure (whatever non-terminal status it is in),
+// marks its unfinished steps, removes its queue row and advances its run.
+func (d *Dispatcher) failJob(ctx context.Context, tx *store.Tx, job store.Job, msg string) ([]apiv1.Event, error) {
+	return d.endJob(ctx, tx, job, store.JobFailure, msg)
+}
+
+func (d *Dispatcher) endJob(ctx context.Context, tx *store.Tx, job store.Job, to store.JobStatus, msg string) ([]apiv1.Event, error) {
+	now := d.cfg.Now()
+	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: job.ID, From: runstate.JobFrom(to), To: to, Error: &msg, FinishedAt: &now})
+	if err != nil || !changed {
+		return nil, err
+	}
+	stepTo := store.StepCancelled
+	if to == store.JobFailure {
+		stepTo = store.StepSkipped
+	}
+	for _, st := range job.Steps {
+		target := stepTo
+		if st.Status == store.StepRunning {
+			target = store.StepCancelled
+			if to == store.JobFailure {
+				target = store.StepFailure
+			}
+		}
+		if _, err := tx.UpdateStepStatus(ctx, store.StepTransition{JobID: job.ID, Index: st.Index, From: runstate.StepFrom(target), To: target, FinishedAt: &now}); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := tx.Dequeue(ctx, job.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	events := []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(to), Error: msg}}
+	more, err := d.sched.AdvanceTx(ctx, tx, job.RunID)
+	return append(events, more...), err
+}
+
+// sweepAcks requeues dispatches whose ack deadline passed and closes the
+// silent agent's connection.
+func (d *Dispatcher) sweepAcks(ctx context.Context) {
+	rows, err := d.db.ExpiredAckDeadlines(ctx, d.cfg.Now())
+	if err != nil {
+		d.log.Error("ack sweep failed", "error", err)
+		return
+	}
+	for _, r := range rows {
+		if a := d.reg.get(r.AgentID); a != nil {
+			a.release(r.JobID)
+			a.conn.Close(protocol.CloseAckTimeout, "dispatch not acknowledged in time")
+		}
+		d.requeue(ctx, r.JobID, fmt.Sprintf("agent %s did not acknowledge the dispatch within %s", r.AgentID, d.cfg.AckTimeout))
+	}
+}
+
+// sweepRecoveries fails the jobs whose agent did not come back in time.
+func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
+	rows, err := d.db.ExpiredRecoveries(ctx, d.cfg.Now())
+	if err != nil {
+		d.log.Error("recovery sweep failed", "error", err)
+		return
+	}
+	for _, r := range rows {
+		msg := fmt.Sprintf("agent lost: agent %s disconnected and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow)
+		d.endJobByID(ctx, r.JobID, store.JobFailure, msg)
+	}
+}
+
+// sweepQueue fails the jobs that waited in the queue too long, with the
+// last provisioning error as their error when there is one.
+func (d *Dispatcher) sweepQueue(ctx context.Context) {
+	rows, err := d.db.ExpiredQueueRows(ctx, d.cfg.Now())
+	if err != nil {
+		d.log.Error("queue sweep failed", "error", err)
+		return
+	}
+	for _, r := range rows {
+		msg := fmt.Sprintf("queue timeout: no agent with labels %v took the job within the queue timeout", r.Labels)
+		if r.LastProvisioningError != "" {
+			msg = "queue timeout: " + r.LastProvisioningError
+		}
+		d.endJobByID(ctx, r.JobID, store.JobFailure, msg)
+	}
+}
+
+func (d *Dispatcher) endJobByID(ctx context.Context, jobID string, to store.JobStatus, msg string) {
+	var events []apiv1.Event
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		job, err := tx.GetJob(ctx, jobID)
+		if err != nil {
+			return err
+		}
+		events, err = d.endJob(ctx, tx, job, to, msg)
+		return err
+	})
+	if err != nil {
+		d.log.Error("end job failed", "job_id", jobID, "error", err)
+		return
+	}
+	if len(events) > 0 {
+		d.log.Warn("job ended by the orchestrator", "job_id", jobID, "status", to, "reason", msg)
+	}
+	d.sched.Publish(events)
+}

@@ -1,0 +1,135 @@
+package dispatch
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/kici-dev/kici/internal/protocol"
+)
+
+// Conn is what the dispatcher needs of an agent's connection.
+type Conn interface {
+	// Send writes one message; it fails once the connection is gone.
+	Send(ctx context.Context, m protocol.Message) error
+	// Close ends the connection with a WebSocket close code.
+	Close(code int, reason string)
+}
+
+// Agent is one connected agent.
+type Agent struct {
+	ID          string
+	Labels      []string
+	Capacity    int
+	Version     string
+	Hostname    string
+	Backend     string
+	OneShot     bool
+	ConnectedAt time.Time
+	conn        Conn
+
+	mu   sync.Mutex
+	busy map[string]bool // job ids this agent holds
+	done bool            // a one-shot agent that took its job
+}
+
+// NewAgent describes a registering agent.
+func NewAgent(reg *protocol.Register, conn Conn, backend string, now time.Time) *Agent {
+	labels := slices.Clone(reg.Labels)
+	sort.Strings(labels)
+	return &Agent{
+		ID: reg.AgentID, Labels: labels, Capacity: max(1, reg.Concurrency), Version: reg.Version,
+		Hostname: reg.Hostname, Backend: backend, OneShot: reg.OneShot, ConnectedAt: now,
+		conn: conn, busy: map[string]bool{},
+	}
+}
+
+// BusyJobs returns the jobs the agent holds, sorted.
+func (a *Agent) BusyJobs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]string, 0, len(a.busy))
+	for j := range a.busy {
+		out = append(out, j)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (a *Agent) free() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done {
+		return 0
+	}
+	return a.Capacity - len(a.busy)
+}
+
+func (a *Agent) take(jobID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.busy[jobID] = true
+	if a.OneShot {
+		a.done = true
+	}
+}
+
+func (a *Agent) release(jobID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	had := a.busy[jobID]
+	delete(a.busy, jobID)
+	return had
+}
+
+func (a *Agent) holds(jobID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.busy[jobID]
+}
+
+// registry is the set of connected agents by id.
+type registry struct {
+	mu     sync.Mutex
+	agents map[string]*Agent
+}
+
+func (r *registry) add(a *Agent) (old *Agent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old = r.agents[a.ID]
+	r.agents[a.ID] = a
+	return old
+}
+
+// remove drops a, unless a newer connection of the same id replaced it.
+func (r *registry) remove(a *Agent) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.agents[a.ID] != a {
+		return false
+	}
+	delete(r.agents, a.ID)
+	return true
+}
+
+func (r *registry) get(id string) *Agent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.agents[id]
+}
+
+// list returns the agents sorted by id, so matching is deterministic: the
+// lowest id among fitting agents gets a job first.
+func (r *registry) list() []*Agent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]*Agent, 0, len(r.agents))
+	for _, a := range r.agents {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,205 @@
+package orchestrator
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agnivade/levenshtein"
+)
+
+// Config is everything the orchestrator reads from its environment. The
+// zero value of a duration means "use the default" only through
+// ConfigFromEnv; a Config built in code (tests) says what it means.
+type Config struct {
+	// HTTPAddr is the listen address of the API, webhooks, /ws and metrics.
+	HTTPAddr string
+	// PublicURL is the base URL agents and links use.
+	PublicURL string
+	// DataDir holds the SQLite file, logs, and the generated secret key.
+	DataDir string
+	// DatabaseURL selects PostgreSQL when set; empty means SQLite in DataDir.
+	DatabaseURL string
+	// BootstrapAdminToken is accepted as an owner token; empty disables it.
+	BootstrapAdminToken string
+	// QueueTimeout fails a job that waited this long in the queue; 0 never.
+	QueueTimeout time.Duration
+	// QueueSweepInterval is how often expired queue rows are swept.
+	QueueSweepInterval time.Duration
+	// DispatchAckTimeout is how long an agent has to ack a dispatch.
+	DispatchAckTimeout time.Duration
+	// AgentRecoveryWindow is how long a job waits for its disconnected agent.
+	AgentRecoveryWindow time.Duration
+	// AgentAuth is "token" (agents need a kat_ token) or "none" (loopback
+	// development only).
+	AgentAuth string
+	// DefaultJobTimeout bounds jobs whose workflow sets no timeout.
+	DefaultJobTimeout time.Duration
+	// CancelGrace is the time between SIGTERM and SIGKILL on a cancel.
+	CancelGrace time.Duration
+	// LogLevel and LogFormat configure the orchestrator's own log.
+	LogLevel  string
+	LogFormat string
+}
+
+// Defaults of the contract (CONTRACT.md, "Orchestrator environment").
+const (
+	DefaultHTTPAddr            = ":4000"
+	DefaultPublicURL           = "http://127.0.0.1:4000"
+	DefaultDataDir             = "./.kici-data"
+	DefaultQueueTimeout        = time.Hour
+	DefaultQueueSweepInterval  = time.Minute
+	DefaultDispatchAckTimeout  = 10 * time.Second
+	DefaultAgentRecoveryWindow = 120 * time.Second
+	DefaultJobTimeout          = 6 * time.Hour
+	DefaultCancelGrace         = 10 * time.Second
+)
+
+// knownVars are every KICI_ variable some kici component reads, so that a
+// shared environment (the demo, a test) does not warn about its neighbours'.
+var knownVars = []string{
+	"KICI_HTTP_ADDR", "KICI_PUBLIC_URL", "KICI_DATA_DIR", "KICI_DATABASE_URL", "KICI_SECRET_KEY",
+	"KICI_BOOTSTRAP_ADMIN_TOKEN", "KICI_SCALER_CONFIG_PATH", "KICI_QUEUE_TIMEOUT_MS",
+	"KICI_QUEUE_SWEEP_INTERVAL_MS", "KICI_DISPATCH_ACK_TIMEOUT_MS", "KICI_AGENT_RECOVERY_WINDOW_MS",
+	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
+	"KICI_CANCEL_GRACE_MS",
+	// agent
+	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
+	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY",
+	// admin CLI
+	"KICI_ADMIN_URL", "KICI_ADMIN_TOKEN",
+	// tests
+	"KICI_TEST_DATABASE_URL", "KICI_TEST_REQUIRE_SERVICES",
+}
+
+// ConfigFromEnv reads the configuration from environment variables through
+// getenv (os.Getenv in main), applying the contract's defaults. It returns
+// the config and one warning per unknown KICI_ variable in environ.
+func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []string, error) {
+	c := Config{
+		HTTPAddr:            or(getenv("KICI_HTTP_ADDR"), DefaultHTTPAddr),
+		PublicURL:           or(getenv("KICI_PUBLIC_URL"), DefaultPublicURL),
+		DataDir:             or(getenv("KICI_DATA_DIR"), DefaultDataDir),
+		DatabaseURL:         getenv("KICI_DATABASE_URL"),
+		BootstrapAdminToken: getenv("KICI_BOOTSTRAP_ADMIN_TOKEN"),
+		AgentAuth:           or(getenv("KICI_AGENT_AUTH"), "token"),
+		LogLevel:            or(getenv("KICI_LOG_LEVEL"), "info"),
+		LogFormat:           getenv("KICI_LOG_FORMAT"),
+	}
+	var errs []error
+	ms := func(name string, def time.Duration, dst *time.Duration) {
+		v := getenv(name)
+		if v == "" {
+			*dst = def
+			return
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a whole number of milliseconds >= 0", name, v))
+			return
+		}
+		*dst = time.Duration(n) * time.Millisecond
+	}
+	ms("KICI_QUEUE_TIMEOUT_MS", DefaultQueueTimeout, &c.QueueTimeout)
+	ms("KICI_QUEUE_SWEEP_INTERVAL_MS", DefaultQueueSweepInterval, &c.QueueSweepInterval)
+	ms("KICI_DISPATCH_ACK_TIMEOUT_MS", DefaultDispatchAckTimeout, &c.DispatchAckTimeout)
+	ms("KICI_AGENT_RECOVERY_WINDOW_MS", DefaultAgentRecoveryWindow, &c.AgentRecoveryWindow)
+	ms("KICI_DEFAULT_JOB_TIMEOUT_MS", DefaultJobTimeout, &c.DefaultJobTimeout)
+	ms("KICI_CANCEL_GRACE_MS", DefaultCancelGrace, &c.CancelGrace)
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, nil, err
+	}
+	return c, unknownVars(environ), c.Validate()
+}
+
+// Validate names the first bad field.
+func (c *Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("KICI_HTTP_ADDR=%q: want host:port: %w", c.HTTPAddr, err)
+	}
+	u, err := url.Parse(c.PublicURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("KICI_PUBLIC_URL=%q: want an http:// or https:// URL", c.PublicURL)
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return fmt.Errorf("KICI_DATABASE_URL: want a postgres:// URL (leave it empty for SQLite in KICI_DATA_DIR)")
+	}
+	if c.DataDir == "" {
+		return errors.New("KICI_DATA_DIR: must not be empty")
+	}
+	switch c.AgentAuth {
+	case "token":
+	case "none":
+		if !loopbackOnly(c.HTTPAddr) {
+			return fmt.Errorf("KICI_AGENT_AUTH=none is only allowed when KICI_HTTP_ADDR listens on loopback, not %q", c.HTTPAddr)
+		}
+	default:
+		return fmt.Errorf("KICI_AGENT_AUTH=%q: want token or none", c.AgentAuth)
+	}
+	for name, d := range map[string]time.Duration{
+		"KICI_QUEUE_SWEEP_INTERVAL_MS":  c.QueueSweepInterval,
+		"KICI_DISPATCH_ACK_TIMEOUT_MS":  c.DispatchAckTimeout,
+		"KICI_AGENT_RECOVERY_WINDOW_MS": c.AgentRecoveryWindow,
+	} {
+		if d <= 0 {
+			return fmt.Errorf("%s: must be greater than 0", name)
+		}
+	}
+	return nil
+}
+
+// loopbackOnly reports whether addr binds only loopback interfaces.
+func loopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// unknownVars returns a warning per KICI_ variable no component reads.
+func unknownVars(environ []string) []string {
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "KICI_") {
+			continue
+		}
+		known := false
+		for _, k := range knownVars {
+			known = known || k == name
+		}
+		if known {
+			continue
+		}
+		best, bestD := "", 1<<30
+		for _, k := range knownVars {
+			if d := levenshtein.ComputeDistance(name, k); d < bestD {
+				best, bestD = k, d
+			}
+		}
+		msg := fmt.Sprintf("unknown variable %s", name)
+		if bestD <= 4 {
+			msg += fmt.Sprintf(" (did you mean %s?)", best)
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

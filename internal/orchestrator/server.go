@@ -1,0 +1,227 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/kici-dev/kici/internal/agentws"
+	"github.com/kici-dev/kici/internal/api"
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/auth"
+	"github.com/kici-dev/kici/internal/dispatch"
+	"github.com/kici-dev/kici/internal/logs"
+	"github.com/kici-dev/kici/internal/pipeline"
+	"github.com/kici-dev/kici/internal/protocol"
+	"github.com/kici-dev/kici/internal/scheduler"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+// Server is one orchestrator process.
+type Server struct {
+	log   *slog.Logger
+	cfg   Config
+	db    *store.DB
+	logs  *logs.Store
+	sched *scheduler.Scheduler
+	disp  *dispatch.Dispatcher
+	api   *api.Server
+	ln    net.Listener
+}
+
+// New opens the store (migrating it to the latest schema), builds every
+// component and binds the listen address, so that Addr is known before
+// Run. Close releases what New opened if Run is never called.
+func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %q: %w", cfg.DataDir, err)
+	}
+	db, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, DatabaseURL: cfg.DatabaseURL, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{log: logger, cfg: cfg, db: db}
+	if err := s.build(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) build(ctx context.Context) error {
+	if err := s.db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate database: %w", err)
+	}
+	logStore, err := logs.New(s.log, logs.Config{Dir: filepath.Join(s.cfg.DataDir, "logs")})
+	if err != nil {
+		return err
+	}
+	s.logs = logStore
+	tokens, err := auth.LoadJobTokens(s.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	disp := &dispatcherRef{}
+	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs}, disp)
+	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL")})
+	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
+		AckTimeout:         s.cfg.DispatchAckTimeout,
+		RecoveryWindow:     s.cfg.AgentRecoveryWindow,
+		QueueSweepInterval: s.cfg.QueueSweepInterval,
+		DefaultJobTimeout:  s.cfg.DefaultJobTimeout,
+		HeartbeatInterval:  s.cfg.HeartbeatInterval(),
+	})
+	disp.d = s.disp
+	ws := agentws.New(s.log, s.disp, s.db, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
+	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, api.Config{BootstrapAdminToken: s.cfg.BootstrapAdminToken})
+	s.ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	return nil
+}
+
+// HeartbeatInterval is what agents are told to use: a third of the
+// recovery window or 30 s, whichever is smaller, so a lost agent is noticed
+// well within the window.
+func (c *Config) HeartbeatInterval() time.Duration {
+	return max(min(protocol.DefaultHeartbeatInterval, c.AgentRecoveryWindow/3), 50*time.Millisecond)
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Close releases the store and the listener; Run does this itself.
+func (s *Server) Close() error {
+	s.ln.Close()
+	return s.db.Close()
+}
+
+// Run recovers the previous process's state and serves until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.db.Close()
+	if err := s.recover(ctx); err != nil {
+		s.ln.Close()
+		return fmt.Errorf("recover state: %w", err)
+	}
+	srv := &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- s.disp.Run(ctx) }()
+	go func() {
+		err := srv.Serve(s.ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		errc <- err
+	}()
+	s.log.Info("orchestrator listening", "addr", s.ln.Addr().String(), "public_url", s.cfg.PublicURL, "database", s.db.Dialect())
+	var first error
+	select {
+	case <-ctx.Done():
+	case first = <-errc:
+		cancel()
+	}
+	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer stop()
+	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close() // long-lived SSE and WebSocket connections
+	}
+	return errors.Join(first, err)
+}
+
+// recover picks up where a previous process stopped: jobs it had handed
+// to agents get the recovery window for their agents to come back, and
+// every unfinished run is advanced (upstreams may have finished while no
+// orchestrator was watching).
+func (s *Server) recover(ctx context.Context) error {
+	rows, err := s.db.ListQueue(ctx)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(s.cfg.AgentRecoveryWindow)
+	for _, e := range rows {
+		if e.Status == store.QueueDispatched && e.AckDeadline == nil && e.RecoveryDeadline == nil {
+			if _, err := s.db.SetRecovery(ctx, e.JobID, e.AgentID, deadline); err != nil {
+				return err
+			}
+		}
+	}
+	for _, st := range []store.RunStatus{store.RunPending, store.RunRunning} {
+		runs, err := s.db.ListRuns(ctx, store.RunFilter{Status: st, Limit: 100000})
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if err := s.sched.Advance(ctx, r.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dispatcherRef lets the scheduler wake a dispatcher built after it.
+type dispatcherRef struct{ d *dispatch.Dispatcher }
+
+func (r *dispatcherRef) JobsQueued() {
+	if r.d != nil {
+		r.d.JobsQueued()
+	}
+}
+
+// hubPublisher sends status events to the live event hub.
+type hubPublisher struct{ logs *logs.Store }
+
+func (p hubPublisher) Publish(ev apiv1.Event) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	p.logs.Publish(logs.Event{RunID: ev.RunID, Kind: logs.EventStatus, Data: data})
+}
+
+// logSink stores agents' log chunks.
+type logSink struct{ logs *logs.Store }
+
+func (l logSink) AppendLog(ctx context.Context, runID, jobID string, attempt, step int, seq uint64, lines []protocol.LogLine) error {
+	_, err := l.logs.Append(ctx, logs.StepKey{RunID: runID, JobID: jobID, Step: step, Attempt: attempt}, seq, lines)
+	return err
+}
+
+// dispatchBuilder fills in a dispatch: the source archive to fetch with
+// the job token, and run metadata.
+type dispatchBuilder struct {
+	tokens    *auth.JobTokens
+	publicURL string
+}
+
+func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job store.Job, attempt int) (*protocol.JobDispatch, error) {
+	return &protocol.JobDispatch{
+		JobID: job.ID, RunID: run.ID, Attempt: attempt, Job: job.Spec,
+		Source: protocol.Source{
+			Kind:       protocol.SourceArchive,
+			ArchiveURL: fmt.Sprintf("/api/v1/sources/%s/archive/%s", run.Source, run.SHA),
+			SHA:        run.SHA, Ref: run.Ref,
+		},
+		Env: map[string]string{
+			"KICI_RUN_ID": run.ID, "KICI_JOB_ID": job.ID, "KICI_JOB_NAME": job.Name,
+			"KICI_WORKFLOW": run.Workflow, "KICI_SOURCE": run.Source, "KICI_SHA": run.SHA,
+			"KICI_URL": b.publicURL, "CI": "true",
+		},
+		JobToken:  b.tokens.Mint(job.ID, attempt),
+		TimeoutMS: job.Spec.TimeoutMS,
+	}, nil
+}

@@ -1,0 +1,216 @@
+// Package pipeline turns an event on a source into runs: it resolves the
+// commit, reads the workflows at that commit (a committed lock file, or
+// the YAML compiled on the spot), fills in the changed files when a path
+// filter needs them, matches every workflow and asks the scheduler for one
+// run per matched workflow. It also re-runs a run at its original commit.
+//
+// A *Pipeline is safe for concurrent use.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/kici-dev/kici/internal/scheduler"
+	"github.com/kici-dev/kici/internal/source"
+	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/trigger"
+	"github.com/kici-dev/kici/internal/workflow"
+)
+
+// ErrNoWorkflows means the commit holds no workflow and no lock file.
+var ErrNoWorkflows = errors.New("no workflows at this commit")
+
+// WorkflowError carries the problems of invalid workflows at a commit.
+type WorkflowError struct {
+	SHA string
+	Err error
+}
+
+func (e *WorkflowError) Error() string {
+	return fmt.Sprintf("workflows at %s are invalid: %v", short(e.SHA), e.Err)
+}
+
+func (e *WorkflowError) Unwrap() error { return e.Err }
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// Config tunes the pipeline.
+type Config struct {
+	// DataDir holds the clone caches of git sources.
+	DataDir string
+	// GitHubToken and GitHubAPIURL configure github sources.
+	GitHubToken  string
+	GitHubAPIURL string
+}
+
+// SourceStore reads registered sources.
+type SourceStore interface {
+	GetSource(ctx context.Context, name string) (store.Source, error)
+}
+
+// Pipeline creates runs from events.
+type Pipeline struct {
+	log   *slog.Logger
+	db    SourceStore
+	sched *scheduler.Scheduler
+	cfg   Config
+
+	mu      sync.Mutex
+	sources map[string]cachedSource
+}
+
+type cachedSource struct {
+	row store.Source
+	src source.Source
+}
+
+// New returns a pipeline.
+func New(logger *slog.Logger, db SourceStore, sched *scheduler.Scheduler, cfg Config) *Pipeline {
+	return &Pipeline{log: logger, db: db, sched: sched, cfg: cfg, sources: map[string]cachedSource{}}
+}
+
+// Source returns the registered source name and its reader.
+func (p *Pipeline) Source(ctx context.Context, name string) (store.Source, source.Source, error) {
+	row, err := p.db.GetSource(ctx, name)
+	if err != nil {
+		return store.Source{}, nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.sources[name]; ok && c.row.Kind == row.Kind && c.row.Location == row.Location {
+		return row, c.src, nil
+	}
+	var src source.Source
+	switch row.Kind {
+	case store.SourceKind(source.KindLocal):
+		src = &source.Local{Path: row.Location}
+	case store.SourceKind(source.KindGit):
+		dir := filepath.Join(p.cfg.DataDir, "git-cache", name)
+		if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
+			return store.Source{}, nil, fmt.Errorf("create git cache dir: %w", err)
+		}
+		src = &source.Git{URL: row.Location, CacheDir: dir}
+	case store.SourceKind(source.KindGitHub):
+		src = &source.GitHub{Repo: row.Location, Token: p.cfg.GitHubToken, APIBaseURL: p.cfg.GitHubAPIURL}
+	default:
+		return store.Source{}, nil, fmt.Errorf("source %q has unknown kind %q", name, row.Kind)
+	}
+	p.sources[name] = cachedSource{row: row, src: src}
+	return row, src, nil
+}
+
+// Forget drops a cached source reader (after the source is removed or
+// changed).
+func (p *Pipeline) Forget(name string) {
+	p.mu.Lock()
+	delete(p.sources, name)
+	p.mu.Unlock()
+}
+
+// Result is what one event did.
+type Result struct {
+	Event     trigger.Event
+	Decisions []trigger.Decision
+	Runs      []store.Run
+}
+
+// Trigger runs the pipeline for one event on a source.
+func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Event) (Result, error) {
+	_, src, err := p.Source(ctx, sourceName)
+	if err != nil {
+		return Result{}, err
+	}
+	if ev.Repo == "" {
+		ev.Repo = sourceName
+	}
+	if ev.SHA == "" {
+		ref := ev.Ref
+		if ref == "" {
+			ref = "HEAD"
+		}
+		ev.SHA, err = src.Resolve(ctx, ref)
+		if err != nil {
+			return Result{Event: ev}, fmt.Errorf("resolve %q on source %q: %w", ref, sourceName, err)
+		}
+	}
+	plan, err := p.plan(ctx, src, ev.SHA)
+	if err != nil {
+		return Result{Event: ev}, err
+	}
+	if !ev.ChangedFilesKnown && ev.Before != "" && needsPaths(plan) {
+		files, err := src.ChangedFiles(ctx, ev.Before, ev.SHA)
+		if err != nil {
+			p.log.Warn("changed files unknown", "source", sourceName, "error", err)
+		} else if files != nil {
+			ev.ChangedFiles, ev.ChangedFilesKnown = files, true
+		}
+	}
+	res := Result{Event: ev, Decisions: trigger.MatchAll(plan, ev)}
+	for i, d := range res.Decisions {
+		if !d.Matched {
+			continue
+		}
+		run, err := p.sched.CreateRun(ctx, scheduler.RunInput{Source: sourceName, Workflow: plan.Workflows[i], Event: ev, Inputs: d.Inputs})
+		if err != nil {
+			return res, err
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	return res, nil
+}
+
+// plan reads the workflows at sha: the lock file if committed, else the
+// YAML compiled here.
+func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (*workflow.Plan, error) {
+	files, lock, err := src.Workflows(ctx, sha)
+	if err != nil {
+		return nil, fmt.Errorf("read workflows at %s: %w", short(sha), err)
+	}
+	if lock != nil {
+		plan, err := workflow.ParseLock(lock)
+		if err != nil {
+			return nil, &WorkflowError{SHA: sha, Err: err}
+		}
+		return plan, nil
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: %w", short(sha), ErrNoWorkflows)
+	}
+	plan, err := workflow.Compile(files)
+	if err != nil {
+		return nil, &WorkflowError{SHA: sha, Err: err}
+	}
+	return plan, nil
+}
+
+func needsPaths(plan *workflow.Plan) bool {
+	for _, wf := range plan.Workflows {
+		for _, t := range wf.Triggers {
+			if len(t.Paths) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Rerun starts a new run of a run's workflow, at the same commit and for
+// the same event, as its child.
+func (p *Pipeline) Rerun(ctx context.Context, run store.Run) (store.Run, error) {
+	ev, inputs, err := scheduler.DecodeEvent(run.Event)
+	if err != nil {
+		return store.Run{}, err
+	}
+	return p.sched.CreateRun(ctx, scheduler.RunInput{Source: run.Source, Workflow: run.Plan, Event: ev, Inputs: inputs, ParentRunID: run.ID})
+}

@@ -1,0 +1,97 @@
+// Package runstate is the one state machine of runs, jobs and steps. Every
+// status write in the orchestrator asks it which current statuses may move
+// to the new one and passes that set to the store's guarded update, so an
+// illegal transition (success → running, say) never reaches the database,
+// whoever attempts it.
+//
+// It holds tables only and is safe for concurrent use.
+package runstate
+
+import "github.com/kici-dev/kici/internal/store"
+
+// Job transitions:
+//
+//	             ┌──────────── skipped (needs unmet, if false)
+//	             │
+//	 waiting ────┼──► queued ──► dispatched ──► running ──► success
+//	             │      ▲            │  │          │   └───► failure
+//	             │      └────────────┘  │          └───────► cancelled
+//	             │   (ack timeout,      └──► success|failure|cancelled
+//	             │    reject, lost before ack)    (agent ended it before
+//	             │                                 reporting running)
+//	             └──► cancelled
+//	 queued ──► failure (queue timeout, dispatch attempts exhausted)
+//	 queued ──► cancelled
+//
+// A terminal status (success, failure, cancelled, skipped) never changes.
+var jobFrom = map[store.JobStatus][]store.JobStatus{
+	store.JobQueued:     {store.JobWaiting, store.JobDispatched},
+	store.JobDispatched: {store.JobQueued},
+	store.JobRunning:    {store.JobDispatched},
+	store.JobSuccess:    {store.JobDispatched, store.JobRunning},
+	store.JobFailure:    {store.JobQueued, store.JobDispatched, store.JobRunning, store.JobWaiting},
+	store.JobCancelled:  {store.JobWaiting, store.JobQueued, store.JobDispatched, store.JobRunning},
+	store.JobSkipped:    {store.JobWaiting, store.JobQueued},
+}
+
+// JobFrom returns the statuses a job may be in to move to to.
+func JobFrom(to store.JobStatus) []store.JobStatus { return jobFrom[to] }
+
+// JobTerminal reports whether a job status is final.
+func JobTerminal(s store.JobStatus) bool {
+	switch s {
+	case store.JobSuccess, store.JobFailure, store.JobCancelled, store.JobSkipped:
+		return true
+	}
+	return false
+}
+
+// Run transitions:
+//
+//	pending ──► running ──► success | failure | cancelled
+//	   └──────────────────► success | failure | cancelled
+//
+// (a run whose jobs are all skipped, or that is cancelled or fails before
+// any job runs, ends straight from pending).
+var runFrom = map[store.RunStatus][]store.RunStatus{
+	store.RunRunning:   {store.RunPending},
+	store.RunSuccess:   {store.RunPending, store.RunRunning},
+	store.RunFailure:   {store.RunPending, store.RunRunning},
+	store.RunCancelled: {store.RunPending, store.RunRunning},
+}
+
+// RunFrom returns the statuses a run may be in to move to to.
+func RunFrom(to store.RunStatus) []store.RunStatus { return runFrom[to] }
+
+// RunTerminal reports whether a run status is final.
+func RunTerminal(s store.RunStatus) bool {
+	switch s {
+	case store.RunSuccess, store.RunFailure, store.RunCancelled:
+		return true
+	}
+	return false
+}
+
+// Step transitions:
+//
+//	pending ──► running ──► success | failure | cancelled
+//	   └──────► skipped | cancelled | success | failure
+var stepFrom = map[store.StepStatus][]store.StepStatus{
+	store.StepRunning:   {store.StepPending},
+	store.StepSuccess:   {store.StepPending, store.StepRunning},
+	store.StepFailure:   {store.StepPending, store.StepRunning},
+	store.StepCancelled: {store.StepPending, store.StepRunning},
+	store.StepSkipped:   {store.StepPending},
+}
+
+// StepFrom returns the statuses a step may be in to move to to.
+func StepFrom(to store.StepStatus) []store.StepStatus { return stepFrom[to] }
+
+// StepTerminal reports whether a step status is final.
+func StepTerminal(s store.StepStatus) bool {
+	switch s {
+	case store.StepSuccess, store.StepFailure, store.StepCancelled, store.StepSkipped:
+		return true
+	}
+	return false
+}

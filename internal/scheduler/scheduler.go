@@ -1,0 +1,408 @@
+// Package scheduler turns a matched workflow into a run (jobs, steps and
+// needs edges written in one transaction) and advances a run's needs graph
+// whenever one of its jobs ends: it queues the jobs whose needs are met,
+// skips the ones whose needs can no longer be met (transitively), and sets
+// the run's final status once every job has ended.
+//
+// The graph lives in the database, not in memory, so an orchestrator that
+// restarts simply calls Advance for every unfinished run and carries on.
+// A *Scheduler is safe for concurrent use.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/trigger"
+	"github.com/kici-dev/kici/internal/workflow"
+)
+
+// Config tunes the scheduler.
+type Config struct {
+	// QueueTimeout is how long a queued job may wait for an agent; 0 means
+	// forever.
+	QueueTimeout time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Publisher receives the status changes of runs, after they are committed.
+type Publisher interface {
+	Publish(ev apiv1.Event)
+}
+
+// Queuer is told when jobs were queued, so agents can be matched at once.
+type Queuer interface {
+	JobsQueued()
+}
+
+// Scheduler creates and advances runs.
+type Scheduler struct {
+	db    *store.DB
+	log   *slog.Logger
+	cfg   Config
+	pub   Publisher
+	queue Queuer
+}
+
+// New returns a scheduler over db. pub and queue may be nil.
+func New(logger *slog.Logger, db *store.DB, cfg Config, pub Publisher, queue Queuer) *Scheduler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Scheduler{db: db, log: logger, cfg: cfg, pub: pub, queue: queue}
+}
+
+// RunInput is one matched workflow to run.
+type RunInput struct {
+	Source   string
+	Workflow workflow.Workflow
+	Event    trigger.Event
+	// Inputs are the resolved manual inputs (defaults applied); nil means
+	// the workflow's defaults.
+	Inputs      map[string]string
+	ParentRunID string
+}
+
+// eventRecord is what a run stores as its event: the normalised event and
+// the inputs its jobs were bound with.
+type eventRecord struct {
+	trigger.Event
+	ResolvedInputs map[string]string `json:"resolved_inputs,omitempty"`
+}
+
+// DecodeEvent reads back a run's stored event and inputs.
+func DecodeEvent(raw json.RawMessage) (trigger.Event, map[string]string, error) {
+	var rec eventRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return trigger.Event{}, nil, fmt.Errorf("decode run event: %w", err)
+	}
+	return rec.Event, rec.ResolvedInputs, nil
+}
+
+// CreateRun writes a run for one matched workflow: its jobs bound to the
+// event, root jobs queued (or skipped when their `if` is false), the rest
+// waiting. All in one transaction.
+func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, error) {
+	inputs := in.Inputs
+	if inputs == nil {
+		inputs = in.Workflow.DefaultInputs()
+	}
+	evRaw, err := json.Marshal(eventRecord{Event: in.Event, ResolvedInputs: inputs})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("encode event: %w", err)
+	}
+	now := s.cfg.Now()
+	nr := store.NewRun{
+		Source: in.Source, Workflow: in.Workflow.Name, WorkflowFile: in.Workflow.File,
+		Event: evRaw, EventKind: in.Event.Kind, Ref: in.Event.Ref, SHA: in.Event.SHA,
+		Plan: in.Workflow, ParentRunID: in.ParentRunID,
+	}
+	if s.cfg.QueueTimeout > 0 {
+		exp := now.Add(s.cfg.QueueTimeout)
+		nr.QueueExpiresAt = &exp
+	}
+	vars := in.Event.Vars()
+	type rootVerdict struct {
+		status store.JobStatus
+		err    string
+	}
+	verdicts := map[string]rootVerdict{}
+	for _, j := range in.Workflow.Jobs {
+		bound := j.Bind(vars, inputs)
+		nj := store.NewJob{Spec: bound, Status: store.JobWaiting}
+		if len(j.Needs) == 0 {
+			run, err := workflow.EvalIf(j.If, workflow.IfContext{
+				Event: vars, Env: bound.Env, Matrix: j.Matrix, Inputs: inputs,
+				Job: workflow.StatusVars{Status: workflow.NeedSuccess},
+			})
+			switch {
+			case err != nil:
+				verdicts[j.Name] = rootVerdict{status: store.JobFailure, err: err.Error()}
+			case !run:
+				verdicts[j.Name] = rootVerdict{status: store.JobSkipped, err: fmt.Sprintf("if: %s is false", j.If)}
+			default:
+				nj.Status, nj.Enqueue = store.JobQueued, true
+			}
+		}
+		nr.Jobs = append(nr.Jobs, nj)
+	}
+	var run store.Run
+	var events []apiv1.Event
+	err = s.db.Tx(ctx, func(tx *store.Tx) error {
+		events = events[:0]
+		var err error
+		run, err = tx.CreateRun(ctx, nr)
+		if err != nil {
+			return err
+		}
+		for _, j := range run.Jobs {
+			v, ok := verdicts[j.Name]
+			if !ok {
+				continue
+			}
+			if err := s.endJobUnrun(ctx, tx, j, v.status, v.err, now); err != nil {
+				return err
+			}
+		}
+		events, err = s.advance(ctx, tx, run.ID)
+		return err
+	})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("create run of workflow %q: %w", in.Workflow.Name, err)
+	}
+	s.log.Info("run created", "run_id", run.ID, "workflow", run.Workflow, "source", run.Source, "jobs", len(run.Jobs))
+	s.publish(append([]apiv1.Event{{Kind: "run", RunID: run.ID, Status: string(store.RunPending)}}, events...))
+	if s.queue != nil {
+		s.queue.JobsQueued()
+	}
+	return run, nil
+}
+
+// endJobUnrun ends a job that never reached an agent (skipped, failed
+// before dispatch, cancelled while waiting): its steps become skipped or
+// cancelled too, and its queue row goes.
+func (s *Scheduler) endJobUnrun(ctx context.Context, tx *store.Tx, j store.Job, to store.JobStatus, msg string, now time.Time) error {
+	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: j.ID, From: runstate.JobFrom(to), To: to, Error: &msg, FinishedAt: &now})
+	if err != nil || !changed {
+		return err
+	}
+	stepTo := store.StepSkipped
+	if to == store.JobCancelled {
+		stepTo = store.StepCancelled
+	}
+	for _, st := range j.Steps {
+		if _, err := tx.UpdateStepStatus(ctx, store.StepTransition{JobID: j.ID, Index: st.Index, From: runstate.StepFrom(stepTo), To: stepTo}); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.Dequeue(ctx, j.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// Advance re-evaluates a run after one of its jobs changed: it queues
+// every waiting job whose needs are all met, skips every one whose needs
+// can no longer be met, and ends the run when all jobs have ended. It is
+// idempotent, so it may run after any change and after a restart.
+func (s *Scheduler) Advance(ctx context.Context, runID string) error {
+	var events []apiv1.Event
+	err := s.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		events, err = s.advance(ctx, tx, runID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("advance run %q: %w", runID, err)
+	}
+	s.publish(events)
+	if s.queue != nil && hasQueued(events) {
+		s.queue.JobsQueued()
+	}
+	return nil
+}
+
+// AdvanceTx is Advance inside the caller's transaction; the returned
+// events are to be published (Publish) after the commit.
+func (s *Scheduler) AdvanceTx(ctx context.Context, tx *store.Tx, runID string) ([]apiv1.Event, error) {
+	return s.advance(ctx, tx, runID)
+}
+
+// Publish hands events to the publisher and, when a job was queued, tells
+// the queuer. Call it after the transaction that produced them committed.
+func (s *Scheduler) Publish(events []apiv1.Event) {
+	s.publish(events)
+	if s.queue != nil && hasQueued(events) {
+		s.queue.JobsQueued()
+	}
+}
+
+func hasQueued(events []apiv1.Event) bool {
+	for _, e := range events {
+		if e.Kind == "job" && e.Status == string(store.JobQueued) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Scheduler) publish(events []apiv1.Event) {
+	if s.pub == nil {
+		return
+	}
+	for _, e := range events {
+		s.pub.Publish(e)
+	}
+}
+
+func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]apiv1.Event, error) {
+	run, err := tx.GetRun(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if runstate.RunTerminal(run.Status) {
+		return nil, nil
+	}
+	edges, err := tx.ListJobNeeds(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*store.Job, len(run.Jobs))
+	for i := range run.Jobs {
+		byID[run.Jobs[i].ID] = &run.Jobs[i]
+	}
+	upstreams := map[string][]store.JobNeed{}
+	for _, e := range edges {
+		upstreams[e.JobID] = append(upstreams[e.JobID], e)
+	}
+	ev, inputs, err := DecodeEvent(run.Event)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	var events []apiv1.Event
+	for changed := true; changed; {
+		changed = false
+		for i := range run.Jobs {
+			j := &run.Jobs[i]
+			if j.Status != store.JobWaiting {
+				continue
+			}
+			to, reason, ready := s.decide(j, upstreams[j.ID], byID, ev, inputs)
+			if !ready {
+				continue
+			}
+			switch to {
+			case store.JobQueued:
+				ok, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: j.ID, From: runstate.JobFrom(to), To: to})
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					entry := store.NewQueueEntry{JobID: j.ID, RunID: runID, Labels: j.RunsOn}
+					if s.cfg.QueueTimeout > 0 {
+						exp := now.Add(s.cfg.QueueTimeout)
+						entry.ExpiresAt = &exp
+					}
+					if _, err := tx.Enqueue(ctx, entry); err != nil {
+						return nil, err
+					}
+				}
+			default:
+				if err := s.endJobUnrun(ctx, tx, *j, to, reason, now); err != nil {
+					return nil, err
+				}
+			}
+			j.Status, j.Error = to, reason
+			events = append(events, apiv1.Event{Kind: "job", RunID: runID, Job: j.Name, JobID: j.ID, Status: string(to), Error: reason})
+			changed = true
+		}
+	}
+	if to, msg, done := aggregate(run.Jobs); done {
+		ok, err := tx.UpdateRunStatus(ctx, store.RunTransition{ID: runID, From: runstate.RunFrom(to), To: to, Error: &msg, FinishedAt: &now})
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			events = append(events, apiv1.Event{Kind: "run", RunID: runID, Status: string(to), Error: msg})
+		}
+	}
+	return events, nil
+}
+
+// decide says what a waiting job becomes, if its upstreams have all ended.
+func (s *Scheduler) decide(j *store.Job, ups []store.JobNeed, byID map[string]*store.Job, ev trigger.Event, inputs map[string]string) (store.JobStatus, string, bool) {
+	needs := map[string]workflow.StatusVars{}
+	var unmet []string
+	for _, e := range ups {
+		up := byID[e.NeedsJobID]
+		if up == nil || !runstate.JobTerminal(up.Status) {
+			return "", "", false
+		}
+		status := effectiveStatus(up)
+		if !slices.Contains(e.RunOn, status) {
+			unmet = append(unmet, fmt.Sprintf("%s (%s)", up.Name, status))
+		}
+		base := up.Spec.Base
+		if base == "" {
+			base = up.Name
+		}
+		needs[base] = workflow.StatusVars{Status: worse(needs[base].Status, status)}
+	}
+	if len(unmet) > 0 {
+		return store.JobSkipped, "upstream_unmet: " + strings.Join(unmet, ", "), true
+	}
+	overall := workflow.NeedSuccess
+	for _, n := range needs {
+		overall = worse(overall, n.Status)
+	}
+	if overall == workflow.NeedSkipped {
+		overall = workflow.NeedSuccess
+	}
+	run, err := workflow.EvalIf(j.Spec.If, workflow.IfContext{
+		Event: ev.Vars(), Env: j.Spec.Env, Matrix: j.Spec.Matrix, Inputs: inputs,
+		Needs: needs, Job: workflow.StatusVars{Status: overall},
+	})
+	if err != nil {
+		return store.JobFailure, err.Error(), true
+	}
+	if !run {
+		return store.JobSkipped, fmt.Sprintf("if: %s is false", j.Spec.If), true
+	}
+	return store.JobQueued, "", true
+}
+
+// effectiveStatus is the status an upstream counts as for its dependants:
+// a failure of a continue-on-error job counts as success.
+func effectiveStatus(j *store.Job) string {
+	if j.Status == store.JobFailure && j.Spec.ContinueOnError {
+		return workflow.NeedSuccess
+	}
+	return string(j.Status)
+}
+
+// worse combines the statuses of a matrix job's combinations: failure
+// beats cancelled beats success beats skipped.
+func worse(a, b string) string {
+	rank := map[string]int{"": 0, workflow.NeedSkipped: 1, workflow.NeedSuccess: 2, workflow.NeedCancelled: 3, workflow.NeedFailure: 4}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// aggregate computes a run's final status once every job has ended: a
+// failed job (without continue-on-error) fails the run; otherwise a
+// cancelled job cancels it; otherwise it succeeded (skipped jobs count as
+// success).
+func aggregate(jobs []store.Job) (store.RunStatus, string, bool) {
+	var failed, cancelled []string
+	for _, j := range jobs {
+		if !runstate.JobTerminal(j.Status) {
+			return "", "", false
+		}
+		switch {
+		case j.Status == store.JobFailure && !j.Spec.ContinueOnError:
+			failed = append(failed, j.Name)
+		case j.Status == store.JobCancelled:
+			cancelled = append(cancelled, j.Name)
+		}
+	}
+	switch {
+	case len(failed) > 0:
+		return store.RunFailure, "failed jobs: " + strings.Join(failed, ", "), true
+	case len(cancelled) > 0:
+		return store.RunCancelled, "cancelled jobs: " + strings.Join(cancelled, ", "), true
+	}
+	return store.RunSuccess, "", true
+}
