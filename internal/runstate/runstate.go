@@ -11,17 +11,17 @@ import "github.com/kici-dev/kici/internal/store"
 
 // Job transitions:
 //
-//	             ┌──────────── skipped (needs unmet, if false)
-//	             │
-//	 waiting ────┼──► queued ──► dispatched ──► running ──► success
-//	             │      ▲            │  │          │   └───► failure
-//	             │      └────────────┘  │          └───────► cancelled
-//	             │   (ack timeout,      └──► success|failure|cancelled
-//	             │    reject, lost before ack)    (agent ended it before
-//	             │                                 reporting running)
-//	             └──► cancelled
-//	 queued ──► failure (queue timeout, dispatch attempts exhausted)
-//	 queued ──► cancelled
+//	            ┌──────────── skipped (needs unmet, if false)
+//	            │
+//	waiting ────┼──► queued ──► dispatched ──► running ──► success
+//	            │      ▲            │  │          │   └───► failure
+//	            │      └────────────┘  │          └───────► cancelled
+//	            │   (ack timeout,      └──► success|failure|cancelled
+//	            │    reject, lost before ack)    (agent ended it before
+//	            │                                 reporting running)
+//	            └──► cancelled
+//	queued ──► failure (queue timeout, dispatch attempts exhausted)
+//	queued ──► cancelled
 //
 // A terminal status (success, failure, cancelled, skipped) never changes.
 var jobFrom = map[store.JobStatus][]store.JobStatus{
