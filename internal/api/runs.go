@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/logs"
@@ -213,10 +214,15 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	if runstate.RunTerminal(run.Status) {
 		return
 	}
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
+		case <-keepAlive.C:
+			fmt.Fprint(w, ": ping\n\n")
+			flusher.Flush()
 		case ev, ok := <-events:
 			if !ok {
 				return

@@ -1,0 +1,12 @@
+package admincli
+
+import "testing"
+
+func TestQueueList(t *testing.T) {
+	t.Parallel()
+	runGolden(t, []goldenCase{
+		{name: "queue-list", args: []string{"queue", "list"}, code: 0},
+		{name: "queue-list-json", args: []string{"queue", "list", "-o", "json"}, code: 0},
+		{name: "queue-list-empty", args: []string{"queue", "list"}, empty: true, code: 0},
+	})
+}

@@ -1,0 +1,123 @@
+package admincli
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"regexp"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/spf13/cobra"
+)
+
+// sourcesAddFlags are the options of `kici-admin sources add`.
+type sourcesAddFlags struct {
+	path          string
+	gitURL        string
+	github        string
+	webhookSecret string
+	output        string
+}
+
+// githubRepo is OWNER/REPO as GitHub allows the two names.
+var githubRepo = regexp.MustCompile(`^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$`)
+
+func newSourcesAddCmd(a *app) *cobra.Command {
+	var f sourcesAddFlags
+	cmd := &cobra.Command{
+		Use:   "add NAME (--path DIR | --git-url URL | --github OWNER/REPO) [--webhook-secret S]",
+		Short: "Register a repository as a source",
+		Long: `Register a repository under NAME, from exactly one of:
+
+  --path DIR           a directory on the orchestrator's machine (kind local);
+                       a relative DIR is made absolute here first
+  --git-url URL        any git remote the orchestrator can clone (kind git)
+  --github OWNER/REPO  a GitHub repository (kind github)
+
+--webhook-secret is the HMAC secret that signs deliveries to
+/webhooks/github/NAME (github) or /webhooks/generic/NAME (the others). The
+server keeps it and never shows it again.`,
+		Example: `  kici-admin sources add hello --path examples/hello
+  kici-admin sources add app --github kici-dev/app --webhook-secret "$SECRET"
+  kici-admin sources add lib --git-url https://git.example.com/lib.git -o json`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(f.output); err != nil {
+				return err
+			}
+			src, err := f.source(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			var created apiv1.Source
+			if err := c.do(cmd.Context(), http.MethodPost, sourcesPath(), nil, src, &created); err != nil {
+				return fmt.Errorf("create source %q: %w", src.Name, err)
+			}
+			out := cmd.OutOrStdout()
+			if f.output == formatJSON {
+				return writeJSON(out, created)
+			}
+			printSources(out, a.env.now(), []apiv1.Source{created})
+			if hook := webhookPath(created); hook != "" {
+				fmt.Fprintf(out, "webhook: POST %s on the orchestrator's public URL\n", hook)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.path, "path", "", "a directory `DIR` on the orchestrator's machine (kind local)")
+	fl.StringVar(&f.gitURL, "git-url", "", "a git remote `URL` the orchestrator clones (kind git)")
+	fl.StringVar(&f.github, "github", "", "a GitHub repository as `OWNER/REPO` (kind github)")
+	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC `SECRET` of webhook deliveries for this source")
+	addOutputFlag(cmd, &f.output)
+	return cmd
+}
+
+// source builds the request from the flags: exactly one location.
+func (f *sourcesAddFlags) source(name string) (apiv1.Source, error) {
+	src := apiv1.Source{Name: name, WebhookSecret: f.webhookSecret}
+	if name == "" {
+		return src, usagef("NAME must not be empty")
+	}
+	set := 0
+	for _, v := range []string{f.path, f.gitURL, f.github} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		return src, usagef("give exactly one of --path, --git-url and --github")
+	}
+	switch {
+	case f.path != "":
+		abs, err := filepath.Abs(f.path)
+		if err != nil {
+			return src, fmt.Errorf("make --path %q absolute: %w", f.path, err)
+		}
+		src.Kind, src.Path = "local", abs
+	case f.gitURL != "":
+		src.Kind, src.URL = "git", f.gitURL
+	default:
+		if !githubRepo.MatchString(f.github) {
+			return src, usagef("--github %q: want OWNER/REPO", f.github)
+		}
+		src.Kind, src.Repo = "github", f.github
+	}
+	return src, nil
+}
+
+// webhookPath is where the orchestrator takes deliveries for a source
+// that can be told about pushes.
+func webhookPath(s apiv1.Source) string {
+	switch s.Kind {
+	case "github":
+		return "/webhooks/github/" + s.Name
+	case "git":
+		return "/webhooks/generic/" + s.Name
+	}
+	return ""
+}
