@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+)
+
+// checkout puts the job's code in place and returns the directory the steps
+// run in. Its output and notes go to the job-level log.
+func (j *jobRun) checkout(ctx context.Context) (string, error) {
+	src := j.spec.Source
+	switch src.Kind {
+	case SourceDir:
+		dir, err := filepath.Abs(src.Dir)
+		if err != nil {
+			return "", err
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return "", err
+		}
+		if !fi.IsDir() {
+			return "", fmt.Errorf("%q is not a directory", dir)
+		}
+		j.out.note("running in %s", dir)
+		return dir, nil
+	case SourceArchive:
+		return j.dirs.src, j.fetchArchive(ctx, src.ArchiveURL)
+	case SourceGit:
+		return j.dirs.src, j.gitCheckout(ctx, src)
+	}
+	return "", fmt.Errorf("unknown source kind %q", src.Kind)
+}
+
+// fetchArchive downloads the tar.gz at url with the job token and extracts
+// it into the checkout directory.
+func (j *jobRun) fetchArchive(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("fetch archive: %w", err)
+	}
+	if j.spec.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+j.spec.Token)
+	}
+	j.out.note("fetching %s", url)
+	resp, err := j.r.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("fetch archive: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("fetch archive %q: HTTP %s", url, resp.Status)
+	}
+	st, err := extractTarGz(resp.Body, j.dirs.src, j.r.cfg.MaxArchiveBytes)
+	if err != nil {
+		return fmt.Errorf("extract archive: %w", err)
+	}
+	j.out.note("extracted %d entries (%s)", st.entries, formatBytes(st.bytes))
+	return nil
+}
+
+// gitCheckout fetches src.SHA (or src.Ref, or the default branch) from
+// src.CloneURL into the checkout directory and checks it out detached. It
+// asks for the single commit first and falls back to fetching every branch
+// (and src.Ref) when the server refuses to serve a commit by its id.
+func (j *jobRun) gitCheckout(ctx context.Context, src Source) error {
+	if src.CloneURL == "" {
+		return errors.New("git source without a clone URL")
+	}
+	want := src.SHA
+	if want == "" {
+		want = src.Ref
+	}
+	if want == "" {
+		want = "HEAD"
+	}
+	j.out.note("fetching %s from %s", want, src.CloneURL)
+	steps := [][]string{
+		{"init", "--quiet", "."},
+		{"remote", "add", "origin", src.CloneURL},
+	}
+	for _, args := range steps {
+		if err := j.git(ctx, args...); err != nil {
+			return err
+		}
+	}
+	if err := j.git(ctx, "fetch", "--quiet", "--no-tags", "--depth=1", "origin", want); err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		j.out.note("fetching %s alone failed; fetching all branches", want)
+		args := []string{"fetch", "--quiet", "--no-tags", "origin", "+refs/heads/*:refs/remotes/origin/*"}
+		if src.Ref != "" {
+			args = append(args, src.Ref)
+		}
+		if err := j.git(ctx, args...); err != nil {
+			return err
+		}
+		if src.SHA == "" {
+			want = "FETCH_HEAD"
+		}
+	} else {
+		want = "FETCH_HEAD"
+		if src.SHA != "" {
+			want = src.SHA
+		}
+	}
+	return j.git(ctx, "-c", "advice.detachedHead=false", "checkout", "--quiet", "--detach", want)
+}
+
+// git runs one git command in the checkout directory.
+func (j *jobRun) git(ctx context.Context, args ...string) error {
+	argv := append([]string{j.r.cfg.Git}, args...)
+	res := j.r.runProcess(ctx, j.kill, argv, j.dirs.src, gitEnv(), j.out, nil)
+	name := gitSubcommand(args)
+	switch {
+	case res.startErr != nil:
+		return fmt.Errorf("git %s: %w", name, res.startErr)
+	case res.stopped:
+		return causeOf(ctx)
+	case res.exitCode != 0:
+		return fmt.Errorf("git %s: exited with code %d", name, res.exitCode)
+	}
+	return nil
+}
+
+// gitSubcommand returns the subcommand of a git command line, skipping
+// "-c name=value" options, for error messages.
+func gitSubcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		if args[i] == "-c" {
+			i++
+			continue
+		}
+		return args[i]
+	}
+	return ""
+}

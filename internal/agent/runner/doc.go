@@ -1,0 +1,47 @@
+// Package runner runs one compiled kici job on the local machine: it makes a
+// fresh work directory, fetches the job's code (a tar.gz archive, a git
+// repository, or a directory that is already there), runs each step's script
+// in its own process group, and reports step statuses and output lines to a
+// [Reporter]. It knows nothing of the orchestrator or the WebSocket: the agent
+// (internal/agent) adapts a Reporter to protocol messages, and `kici run`
+// uses the same runner to run a workflow locally.
+//
+// # Use
+//
+//	r, err := runner.New(logger, runner.Config{WorkDir: dir})
+//	res := r.Run(ctx, spec, reporter)          // or Start, then Wait
+//
+// Cancelling ctx stops the job. The cancel cause says why, and ends up in
+// the job's [Result]: [ErrCancelled] (a user cancel, reported "cancelled"),
+// [ErrShutdown] (the agent is stopping, "cancelled"), or a [*TimeoutError]
+// (reported "failure"). The running step's process group receives SIGTERM,
+// and SIGKILL after Config.CancelGrace. A cause wrapped with [Forced] sends
+// SIGKILL at once, and [Execution.Kill] ends a grace period already running
+// (a forced cancel after a polite one).
+//
+// # Steps
+//
+// Steps run one after another. A step whose `if` (default "success()") is
+// false is reported skipped; a step that fails without continue-on-error
+// turns the job's status to "failure", so that later steps run only if
+// their `if` allows it (always(), failure()). After a cancel or a job
+// timeout every remaining step is skipped. docs/agent.md describes the
+// environment, shells, working directories and limits a step sees.
+//
+// # Output
+//
+// A step's stdout and stderr are one stream, cut into lines (a line longer
+// than [MaxLineBytes] is cut into pieces), masked (every secret value, mask
+// and the job token become "***") and counted against
+// Config.MaxStepLogBytes; past it the runner reports one marker line and
+// [Reporter.LogTruncated], and drops the rest while the step runs on. Output
+// outside the steps (the checkout, the runner's own notes) belongs to step
+// [JobLevelStep] (-1).
+//
+// # Concurrency
+//
+// A [Runner] is safe for concurrent use: each Start runs its own job in its
+// own goroutines and directory. The calls one job makes to its Reporter
+// never overlap and come in order: a step's log lines after its "running"
+// status and before its final one.
+package runner

@@ -1,0 +1,311 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kici-dev/kici/internal/workflow"
+)
+
+// jobRun is one job being run: what every stage of it needs.
+type jobRun struct {
+	r    *Runner
+	log  *slog.Logger
+	spec JobSpec
+	rep  Reporter
+	kill <-chan struct{}
+	mask *masker
+	out  *output // the job-level log
+	dirs jobDirs
+	src  string // the directory the steps run in
+}
+
+// jobDirs is a job's private directory and its parts.
+type jobDirs struct {
+	root    string
+	src     string // the checkout of archive and git sources
+	scripts string // one script file per step
+	tmp     string // the steps' TMPDIR
+}
+
+// run is the whole job, behind Start. Its states:
+//
+//	start ──► checkout ──ok──► JobRunning ──► step 0 … step n ──► Result
+//	              │                               │
+//	              └─fail/cancel─► every step      └─cancel/job timeout─► remaining
+//	                              skipped            steps skipped
+func (r *Runner) run(ctx context.Context, spec JobSpec, rep Reporter, kill <-chan struct{}) Result {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if spec.Timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, spec.Timeout, &TimeoutError{Scope: "job", After: spec.Timeout})
+		defer stop()
+	}
+	mask := newMasker(append(append(slices.Collect(maps.Values(spec.Secrets)), spec.Masks...), spec.Token)...)
+	j := &jobRun{
+		r:    r,
+		log:  r.log.With("job_id", spec.ID),
+		spec: spec,
+		rep:  rep,
+		kill: kill,
+		mask: mask,
+		out:  newOutput(JobLevelStep, rep, mask, r.cfg.MaxStepLogBytes),
+	}
+	res := j.run(ctx)
+	if res.Err != nil {
+		res.Err = maskError(mask, res.Err)
+	}
+	return res
+}
+
+func (j *jobRun) run(ctx context.Context) Result {
+	dirs, err := j.r.makeDirs(j.spec.ID)
+	if err != nil {
+		return j.abort(ctx, fmt.Errorf("prepare job directory: %w", err))
+	}
+	j.dirs = dirs
+	if !j.r.cfg.KeepJobDirs {
+		defer j.r.removeDirs(j.log, dirs.root)
+	}
+	src, err := j.checkout(ctx)
+	if err != nil {
+		return j.abort(ctx, fmt.Errorf("checkout: %w", err))
+	}
+	j.src = src
+	j.rep.JobRunning()
+	return j.steps(ctx)
+}
+
+// abort ends a job that could not start its steps: every step is skipped.
+func (j *jobRun) abort(ctx context.Context, err error) Result {
+	res := Result{Status: StatusFailure, Err: err}
+	if ctx.Err() != nil {
+		cause := causeOf(ctx)
+		res = Result{Status: statusOf(cause), Err: cause}
+	}
+	j.out.note("%v", res.Err)
+	j.out.close()
+	for i, st := range j.spec.Job.Steps {
+		j.skip(i, st)
+	}
+	return res
+}
+
+// steps runs the steps in order and sums them up.
+func (j *jobRun) steps(ctx context.Context) Result {
+	status := StatusSuccess // the job's status so far, as `if` sees it
+	var failed Result       // the first failure, when status is StatusFailure
+	interrupted := false    // a cancel or job timeout stopped the job
+	for i, st := range j.spec.Job.Steps {
+		if ctx.Err() != nil {
+			interrupted = true
+			j.skip(i, st)
+			continue
+		}
+		env, ifEnv := j.stepEnv(st)
+		cond := st.If
+		if strings.TrimSpace(cond) == "" {
+			cond = "success()"
+		}
+		ok, err := workflow.EvalIf(cond, workflow.IfContext{
+			Event:  j.spec.Event,
+			Env:    ifEnv,
+			Matrix: j.spec.Job.Matrix,
+			Inputs: j.spec.Inputs,
+			Job:    workflow.StatusVars{Status: string(status)},
+		})
+		var rep StepReport
+		switch {
+		case err != nil:
+			now := time.Now()
+			rep = StepReport{Step: i, Name: st.Name, Status: StatusFailure, Err: err, FinishedAt: now}
+			j.rep.StepStatus(rep)
+		case !ok:
+			j.skip(i, st)
+			continue
+		default:
+			rep = j.runStep(ctx, i, st, env)
+		}
+		switch {
+		case rep.Status == StatusCancelled || rep.Status == StatusFailure && ctx.Err() != nil:
+			interrupted = true
+		case rep.Status == StatusFailure && !st.ContinueOnError && status == StatusSuccess:
+			status = StatusFailure
+			failed = Result{Status: StatusFailure, Err: fmt.Errorf("step %q: %w", st.Name, rep.Err), ExitCode: rep.ExitCode}
+		}
+	}
+	switch {
+	case interrupted && ctx.Err() != nil:
+		cause := causeOf(ctx)
+		return Result{Status: statusOf(cause), Err: cause}
+	case status == StatusFailure:
+		return failed
+	}
+	return Result{Status: StatusSuccess}
+}
+
+// skip reports a step skipped.
+func (j *jobRun) skip(i int, st workflow.Step) {
+	j.rep.StepStatus(StepReport{Step: i, Name: st.Name, Status: StatusSkipped, FinishedAt: time.Now()})
+}
+
+// runStep runs one step's script and reports it; it returns the final report.
+func (j *jobRun) runStep(ctx context.Context, i int, st workflow.Step, env []string) StepReport {
+	rep := StepReport{Step: i, Name: st.Name}
+	fail := func(code int, err error) StepReport {
+		rep.Status, rep.ExitCode, rep.Err, rep.FinishedAt = StatusFailure, code, maskError(j.mask, err), time.Now()
+		j.rep.StepStatus(rep)
+		return rep
+	}
+	if st.TimeoutMS > 0 {
+		d := time.Duration(st.TimeoutMS) * time.Millisecond
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, d, &TimeoutError{Scope: "step", After: d})
+		defer stop()
+	}
+	dir, err := workingDir(j.src, st.WorkingDirectory)
+	if err != nil {
+		return fail(0, err)
+	}
+	script := filepath.Join(j.dirs.scripts, fmt.Sprintf("step-%d", i))
+	body := st.Run
+	if !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+		return fail(0, fmt.Errorf("write script: %w", err))
+	}
+	argv, err := shellCommand(st.Shell, script)
+	if err != nil {
+		return fail(0, err)
+	}
+	out := newOutput(i, j.rep, j.mask, j.r.cfg.MaxStepLogBytes)
+	res := j.r.runProcess(ctx, j.kill, argv, dir, env, out, func(t time.Time) {
+		rep.Status, rep.StartedAt = StatusRunning, t
+		j.rep.StepStatus(rep)
+	})
+	if res.startErr != nil {
+		return fail(res.exitCode, fmt.Errorf("start %q: %w", argv[0], res.startErr))
+	}
+	rep.ExitCode, rep.FinishedAt = res.exitCode, time.Now()
+	switch {
+	case res.stopped:
+		cause := ErrCancelled
+		if ctx.Err() != nil {
+			cause = causeOf(ctx)
+		}
+		rep.Status, rep.Err = statusOf(cause), cause
+	case res.exitCode == 0:
+		rep.Status = StatusSuccess
+	default:
+		rep.Status, rep.Err = StatusFailure, fmt.Errorf("exited with code %d", res.exitCode)
+	}
+	j.rep.StepStatus(rep)
+	return rep
+}
+
+// workingDir resolves a step's working-directory against the checkout.
+func workingDir(src, wd string) (string, error) {
+	if wd == "" {
+		return src, nil
+	}
+	if !filepath.IsLocal(filepath.FromSlash(wd)) {
+		return "", fmt.Errorf("working-directory %q: must be a relative path inside the checkout", wd)
+	}
+	dir := filepath.Join(src, filepath.FromSlash(wd))
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return "", fmt.Errorf("working-directory %q: %w", wd, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("working-directory %q: not a directory", wd)
+	}
+	return dir, nil
+}
+
+// makeDirs creates a fresh directory for a job under WorkDir.
+func (r *Runner) makeDirs(id string) (jobDirs, error) {
+	root, err := os.MkdirTemp(r.cfg.WorkDir, "job-"+safeName(id)+"-")
+	if err != nil {
+		return jobDirs{}, err
+	}
+	d := jobDirs{
+		root:    root,
+		src:     filepath.Join(root, "src"),
+		scripts: filepath.Join(root, "scripts"),
+		tmp:     filepath.Join(root, "tmp"),
+	}
+	for _, dir := range []string{d.src, d.scripts, d.tmp} {
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return jobDirs{}, err
+		}
+	}
+	return d, nil
+}
+
+// removeDirs removes a job's directory, making read-only directories (a Go
+// module cache, say) writable first if it has to.
+func (r *Runner) removeDirs(log *slog.Logger, root string) {
+	if os.RemoveAll(root) == nil {
+		return
+	}
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(root); err != nil {
+		log.Warn("remove job directory", "dir", root, "error", err)
+	}
+}
+
+// safeName keeps the characters of id that are safe in a file name.
+func safeName(id string) string {
+	var b strings.Builder
+	for _, c := range id {
+		if b.Len() >= 40 {
+			break
+		}
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' {
+			b.WriteRune(c)
+		}
+	}
+	return b.String()
+}
+
+// maskedError is an error whose message had secrets masked; it still
+// unwraps to the original for errors.Is.
+type maskedError struct {
+	msg string
+	err error
+}
+
+func (e *maskedError) Error() string { return e.msg }
+func (e *maskedError) Unwrap() error { return e.err }
+
+// maskError masks secret values in err's message.
+func maskError(m *masker, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := m.apply(err.Error())
+	if msg == err.Error() {
+		return err
+	}
+	var me *maskedError
+	if errors.As(err, &me) {
+		err = me.err
+	}
+	return &maskedError{msg: msg, err: err}
+}
