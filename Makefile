@@ -3,7 +3,7 @@ GO ?= go
 BINARIES := kici-orchestrator kici-agent kici-admin kici
 PKG := github.com/kici-dev/kici
 
-.PHONY: build test test-short bench fuzz vet clean
+.PHONY: build demo test test-short bench fuzz vet clean
 
 # Only the binaries whose main package exists are built, so `make build`
 # works while the orchestrator and agent are being written.
@@ -15,6 +15,11 @@ build:
 			CGO_ENABLED=0 $(GO) build -trimpath -o bin/$$b ./cmd/$$b || exit 1; \
 		fi; \
 	done
+
+# Build, then run examples/hello end to end on a throw-away orchestrator
+# (SQLite in a temporary data dir) with one local agent.
+demo: build
+	./bin/kici-orchestrator demo
 
 # The whole suite. Set KICI_TEST_DATABASE_URL for the PostgreSQL variants
 # and KICI_TEST_REQUIRE_SERVICES=1 to turn a missing service into a failure.
