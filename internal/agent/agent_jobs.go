@@ -155,6 +155,9 @@ func (a *Agent) jobSpec(d *protocol.JobDispatch) runner.JobSpec {
 		src.ArchiveURL = a.resolve(d.Source.ArchiveURL)
 	}
 	event, inputs := eventFromEnv(d.EventEnv)
+	if d.Event != nil {
+		event, inputs = *d.Event, d.Inputs
+	}
 	return runner.JobSpec{
 		ID:       d.JobID,
 		Job:      d.Job,

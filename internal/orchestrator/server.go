@@ -22,6 +22,7 @@ import (
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/scheduler"
 	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/workflow"
 )
 
 // Server is one orchestrator process.
@@ -209,7 +210,13 @@ type dispatchBuilder struct {
 }
 
 func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job store.Job, attempt int) (*protocol.JobDispatch, error) {
+	ev, inputs, err := scheduler.DecodeEvent(run.Event)
+	if err != nil {
+		return nil, err
+	}
+	vars := ev.Vars()
 	return &protocol.JobDispatch{
+		Event: &vars, Inputs: inputs, EventEnv: workflow.RuntimeEnv(vars, inputs),
 		JobID: job.ID, RunID: run.ID, Attempt: attempt, Job: job.Spec,
 		Source: protocol.Source{
 			Kind:       protocol.SourceArchive,

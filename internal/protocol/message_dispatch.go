@@ -57,6 +57,12 @@ type JobDispatch struct {
 	// which the steps' rewritten ${{ event.* }} and ${{ inputs.* }}
 	// references read.
 	EventEnv map[string]string `json:"event_env,omitempty"`
+	// Event and Inputs are the triggering event and the resolved manual
+	// inputs as the job's expressions see them (event.*, inputs.*), for
+	// evaluating step conditions. Optional: an agent given none rebuilds
+	// them from EventEnv.
+	Event  *workflow.EventVars `json:"event,omitempty"`
+	Inputs map[string]string   `json:"inputs,omitempty"`
 }
 
 // Source says where a dispatched job's code comes from.
