@@ -11,22 +11,42 @@ import (
 	"github.com/kici-dev/kici/internal/trigger"
 	"github.com/kici-dev/kici/internal/workflow"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // previewFlags are the options of `kici preview`.
 type previewFlags struct {
-	ref          string
-	sha          string
-	base         string
-	head         string
-	action       string
-	actor        string
-	cron         string
-	changed      []string
-	inputs       []string
+	eventFlags
 	githubEvent  string
 	payload      string
 	outputFormat string
+}
+
+// eventFlags are the flags that describe an event, shared by `kici preview`
+// and `kici run`.
+type eventFlags struct {
+	ref     string
+	sha     string
+	base    string
+	head    string
+	action  string
+	actor   string
+	cron    string
+	changed []string
+	inputs  []string
+}
+
+// addEventFlags defines the event flags on fl.
+func addEventFlags(fl *pflag.FlagSet, f *eventFlags) {
+	fl.StringVar(&f.ref, "ref", "", "branch, tag or full ref (push: default main; tag: the tag; manual/schedule: default branch when empty)")
+	fl.StringVar(&f.sha, "sha", "", "commit the event is about")
+	fl.StringVar(&f.base, "base", "main", "pull_request: the base branch")
+	fl.StringVar(&f.head, "head", "", "pull_request: the head branch")
+	fl.StringVar(&f.action, "action", "opened", "pull_request: the action (opened, synchronize, ...)")
+	fl.StringVar(&f.actor, "actor", "", "who caused the event")
+	fl.StringVar(&f.cron, "cron", "", "schedule: the cron spec that fired")
+	fl.StringArrayVar(&f.changed, "changed-file", nil, "a changed file (repeat); without any, changed files are unknown and path filters do not match")
+	fl.StringArrayVar(&f.inputs, "input", nil, "manual: an input as NAME=VALUE (repeat)")
 }
 
 // previewOutput is the JSON form of a preview, as CONTRACT.md gives it.
@@ -104,15 +124,7 @@ upstream succeeded.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.ref, "ref", "", "branch, tag or full ref (push: default main; tag: the tag; manual/schedule: default branch when empty)")
-	fl.StringVar(&f.sha, "sha", "", "commit the event is about")
-	fl.StringVar(&f.base, "base", "main", "pull_request: the base branch")
-	fl.StringVar(&f.head, "head", "", "pull_request: the head branch")
-	fl.StringVar(&f.action, "action", "opened", "pull_request: the action (opened, synchronize, ...)")
-	fl.StringVar(&f.actor, "actor", "", "who caused the event")
-	fl.StringVar(&f.cron, "cron", "", "schedule: the cron spec that fired")
-	fl.StringArrayVar(&f.changed, "changed-file", nil, "a changed file (repeat); without any, changed files are unknown and path filters do not match")
-	fl.StringArrayVar(&f.inputs, "input", nil, "manual: an input as NAME=VALUE (repeat)")
+	addEventFlags(fl, &f.eventFlags)
 	fl.StringVar(&f.githubEvent, "github-event", "", "read a GitHub delivery of this kind (the X-GitHub-Event header) from --payload")
 	fl.StringVar(&f.payload, "payload", "", "file holding the GitHub delivery body (- for stdin)")
 	fl.StringVarP(&f.outputFormat, "output", "o", "text", "output format: text or json")
@@ -159,6 +171,16 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 	if len(args) == 2 {
 		dir = args[0]
 	}
+	ev, err := buildEvent(kind, &f.eventFlags)
+	if err != nil {
+		return "", builtEvent{}, err
+	}
+	return dir, builtEvent{event: ev}, nil
+}
+
+// buildEvent builds the event of kind that the event flags describe, as
+// `kici preview` and `kici run` take it. Its errors are usage errors.
+func buildEvent(kind string, f *eventFlags) (trigger.Event, error) {
 	var ev trigger.Event
 	switch kind {
 	case trigger.KindPush:
@@ -169,7 +191,7 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 		ev = trigger.PushEvent(ref, f.sha)
 	case trigger.KindTag:
 		if f.ref == "" {
-			return "", builtEvent{}, usageError{errors.New("tag: --ref TAG is required")}
+			return trigger.Event{}, usageError{errors.New("tag: --ref TAG is required")}
 		}
 		ev = trigger.TagEvent(strings.TrimPrefix(f.ref, "refs/tags/"), f.sha)
 	case trigger.KindPullRequest:
@@ -180,7 +202,7 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 		for _, kv := range f.inputs {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				return "", builtEvent{}, usageError{fmt.Errorf("--input %q: want NAME=VALUE", kv)}
+				return trigger.Event{}, usageError{fmt.Errorf("--input %q: want NAME=VALUE", kv)}
 			}
 			inputs[k] = v
 		}
@@ -188,15 +210,15 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 		ev.SHA = f.sha
 	case trigger.KindSchedule:
 		if f.cron == "" {
-			return "", builtEvent{}, usageError{errors.New("schedule: --cron SPEC is required")}
+			return trigger.Event{}, usageError{errors.New("schedule: --cron SPEC is required")}
 		}
 		ev = trigger.ScheduleEvent(f.cron, f.ref)
 		ev.SHA = f.sha
 	default:
-		return "", builtEvent{}, usageError{fmt.Errorf("unknown event %q: want one of %s", kind, strings.Join(eventKinds, ", "))}
+		return trigger.Event{}, usageError{fmt.Errorf("unknown event %q: want one of %s", kind, strings.Join(eventKinds, ", "))}
 	}
 	if len(f.inputs) > 0 && kind != trigger.KindManual {
-		return "", builtEvent{}, usageError{errors.New("--input is only for manual events")}
+		return trigger.Event{}, usageError{errors.New("--input is only for manual events")}
 	}
 	ev.Actor = f.actor
 	if len(f.changed) > 0 {
@@ -204,9 +226,9 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 		ev.ChangedFilesKnown = true
 	}
 	if err := ev.Validate(); err != nil {
-		return "", builtEvent{}, usageError{err}
+		return trigger.Event{}, usageError{err}
 	}
-	return dir, builtEvent{event: ev}, nil
+	return ev, nil
 }
 
 func readPayload(stdin io.Reader, name string) ([]byte, error) {

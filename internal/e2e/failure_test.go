@@ -113,7 +113,9 @@ jobs:
 `, marks)})
 		startAgent(t, o, "", "steady", nil)
 		id := o.push(t)
-		waitFor(t, 30*time.Second, "the first job to start", func() bool { return len(readLines(t, filepath.Join(marks, "started"))) == 0 && fileExists(filepath.Join(marks, "started")) })
+		waitFor(t, 30*time.Second, "the first job to start", func() bool {
+			return len(readLines(t, filepath.Join(marks, "started"))) == 0 && fileExists(filepath.Join(marks, "started"))
+		})
 		o.kill()
 		o.start()
 		if err := touch(filepath.Join(marks, "go")); err != nil {
