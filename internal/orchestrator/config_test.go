@@ -1,0 +1,70 @@
+package orchestrator
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		env     map[string]string
+		check   func(t *testing.T, c Config)
+		wantErr string
+	}{
+		{name: "defaults", env: map[string]string{}, check: func(t *testing.T, c Config) {
+			if c.HTTPAddr != ":4000" || c.QueueTimeout != time.Hour || c.DispatchAckTimeout != 10*time.Second ||
+				c.AgentRecoveryWindow != 120*time.Second || c.QueueSweepInterval != time.Minute || c.AgentAuth != "token" {
+				t.Errorf("got %+v, want the contract's defaults", c)
+			}
+		}},
+		{name: "milliseconds", env: map[string]string{"KICI_QUEUE_TIMEOUT_MS": "0", "KICI_DISPATCH_ACK_TIMEOUT_MS": "250"}, check: func(t *testing.T, c Config) {
+			if c.QueueTimeout != 0 || c.DispatchAckTimeout != 250*time.Millisecond {
+				t.Errorf("got queue timeout %s, ack timeout %s; want 0 and 250ms", c.QueueTimeout, c.DispatchAckTimeout)
+			}
+		}},
+		{name: "bad number", env: map[string]string{"KICI_QUEUE_TIMEOUT_MS": "1h"}, wantErr: `KICI_QUEUE_TIMEOUT_MS="1h"`},
+		{name: "zero ack timeout", env: map[string]string{"KICI_DISPATCH_ACK_TIMEOUT_MS": "0"}, wantErr: "KICI_DISPATCH_ACK_TIMEOUT_MS: must be greater than 0"},
+		{name: "auth none beyond loopback", env: map[string]string{"KICI_AGENT_AUTH": "none"}, wantErr: "only allowed when KICI_HTTP_ADDR listens on loopback"},
+		{name: "auth none on loopback", env: map[string]string{"KICI_AGENT_AUTH": "none", "KICI_HTTP_ADDR": "127.0.0.1:4000"}},
+		{name: "bad database url", env: map[string]string{"KICI_DATABASE_URL": "mysql://x"}, wantErr: "want a postgres:// URL"},
+		{name: "bad public url", env: map[string]string{"KICI_PUBLIC_URL": "ftp://x"}, wantErr: "KICI_PUBLIC_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, _, err := ConfigFromEnv(func(k string) string { return tt.env[k] }, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("got %v, want no error", err)
+			}
+			if tt.check != nil {
+				tt.check(t, c)
+			}
+		})
+	}
+}
+
+func TestUnknownVariablesAreReported(t *testing.T) {
+	t.Parallel()
+	_, warnings, err := ConfigFromEnv(func(string) string { return "" }, []string{
+		"KICI_QUEUE_TIMEOUT=5", "KICI_DATA_DIR=/x", "PATH=/bin", "KICI_TOTALLY_NEW=1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"unknown variable KICI_QUEUE_TIMEOUT (did you mean KICI_QUEUE_TIMEOUT_MS?)",
+		"unknown variable KICI_TOTALLY_NEW",
+	}
+	if strings.Join(warnings, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got warnings %q, want %q", warnings, want)
+	}
+}
