@@ -46,7 +46,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kici",
-		Short: "Validate, compile and preview kici workflows",
+		Short: "Validate, compile, preview and run kici workflows",
 		Long: `kici is the workflow author's tool. It reads the workflow files of a
 repository (.kici/workflows/*.yml) exactly as the orchestrator does, so a
 workflow that passes "kici validate" is one the orchestrator will run.
@@ -59,7 +59,7 @@ DIR is the repository root and defaults to the current directory.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newValidateCmd(), newCompileCmd(), newPreviewCmd())
+	root.AddCommand(newValidateCmd(), newCompileCmd(), newPreviewCmd(), newRunCmd())
 	return root
 }
 
