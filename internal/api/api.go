@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
+	"github.com/kici-dev/kici/internal/metrics"
 	"github.com/kici-dev/kici/internal/pipeline"
 	"github.com/kici-dev/kici/internal/store"
 )
@@ -37,6 +39,9 @@ type Config struct {
 	MaxWebhookBody int64
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Metrics receives the webhook counters and serves GET /metrics; nil
+	// leaves /metrics unrouted.
+	Metrics *metrics.Registry
 }
 
 // Server is the HTTP API.
@@ -63,6 +68,9 @@ func New(logger *slog.Logger, db *store.DB, pipe *pipeline.Pipeline, disp *dispa
 	s := &Server{log: logger, db: db, pipe: pipe, disp: disp, logs: logStore, tokens: tokens, cfg: cfg, mux: http.NewServeMux(), ws: ws}
 	for _, r := range s.routes() {
 		s.mux.Handle(r.pattern, s.guard(r))
+	}
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", cfg.Metrics.Handler()) // public, as CONTRACT.md says
 	}
 	return s
 }
@@ -125,8 +133,18 @@ func (s *Server) guard(rt route) http.Handler {
 	})
 }
 
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive (RFC 9110, section 11.1).
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return token, true
+}
+
 func (s *Server) adminAllowed(r *http.Request) bool {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := bearerToken(r)
 	if !ok || token == "" || s.cfg.BootstrapAdminToken == "" {
 		return false
 	}
@@ -145,11 +163,31 @@ func writeError(w http.ResponseWriter, status int, msg string, details ...string
 	writeJSON(w, status, apiv1.Error{Error: msg, Details: details})
 }
 
-// decodeJSON reads a JSON body strictly, answering 400/413 itself.
+// decodeJSON reads a JSON body strictly, answering 400/413 itself: the
+// body is exactly one JSON value (white space around it is fine) with no
+// field dst does not have.
 func decodeJSON(w http.ResponseWriter, r *http.Request, dst any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	err := dec.Decode(dst)
+	switch {
+	case errors.Is(err, io.EOF):
+		err = errors.New("the body is empty, want a JSON object")
+	case err == nil:
+		// Read on to the end, so that a second value or trailing garbage
+		// is refused rather than silently dropped (and the body bound
+		// holds for all of it).
+		_, err = dec.Token()
+		switch {
+		case errors.Is(err, io.EOF):
+			err = nil
+		case err == nil:
+			err = errors.New("unexpected data after the JSON value")
+		default:
+			err = fmt.Errorf("unexpected data after the JSON value: %w", err)
+		}
+	}
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", tooBig.Limit))

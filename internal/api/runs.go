@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,9 @@ import (
 	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/store"
 )
+
+// runStatuses are the statuses a run can have, for the status filter.
+var runStatuses = []store.RunStatus{store.RunPending, store.RunRunning, store.RunSuccess, store.RunFailure, store.RunCancelled}
 
 func toAPIRun(run store.Run) apiv1.Run {
 	out := apiv1.Run{
@@ -38,6 +42,10 @@ func toAPIRun(run store.Run) apiv1.Run {
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.RunFilter{Status: store.RunStatus(q.Get("status")), Source: q.Get("source"), Limit: 50}
+	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("status %q: want one of pending, running, success, failure, cancelled", f.Status))
+		return
+	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
@@ -90,6 +98,15 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	run, err := s.db.GetRun(r.Context(), id)
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	// The agents of the new run fetch the code from the source: without
+	// it the run could only fail.
+	if _, err := s.db.GetSource(r.Context(), run.Source); errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("rerun of %q: source %q no longer exists (add it again to rerun)", id, run.Source))
+		return
+	} else if err != nil {
+		s.storeError(w, fmt.Sprintf("source %q", run.Source), err)
 		return
 	}
 	child, err := s.pipe.Rerun(r.Context(), run)

@@ -22,6 +22,13 @@ import (
 
 var sourceNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
+// commitSHARE is a full commit sha: SHA-1 or SHA-256.
+var commitSHARE = regexp.MustCompile(`^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
+
+// githubRepoRE is a GitHub OWNER/NAME: both parts non-empty, in the
+// characters GitHub allows.
+var githubRepoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$`)
+
 func toAPISource(s store.Source) apiv1.Source {
 	out := apiv1.Source{Name: s.Name, Kind: string(s.Kind), CreatedAt: s.CreatedAt}
 	switch string(s.Kind) {
@@ -81,7 +88,7 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 		}
 		row.Location = in.URL
 	case source.KindGitHub:
-		if strings.Count(in.Repo, "/") != 1 {
+		if !githubRepoRE.MatchString(in.Repo) {
 			writeError(w, http.StatusBadRequest, "a github source needs \"repo\" as OWNER/NAME")
 			return
 		}
@@ -139,6 +146,10 @@ func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("event %q: want push, tag or manual", in.Event))
 		return
 	}
+	if in.SHA != "" && !commitSHARE.MatchString(in.SHA) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("sha %q: want a full commit sha (40 or 64 hex digits), or none to resolve the ref", in.SHA))
+		return
+	}
 	if in.Event != trigger.KindManual && len(in.Inputs) > 0 {
 		writeError(w, http.StatusBadRequest, "inputs are only for manual events")
 		return
@@ -172,7 +183,11 @@ func (s *Server) pipelineError(w http.ResponseWriter, name string, err error) {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("source %q: not found", name))
 	case errors.As(err, &wfErr):
-		writeError(w, http.StatusUnprocessableEntity, wfErr.Error(), strings.Split(wfErr.Err.Error(), "\n")...)
+		// The error is one line; the problems, one per line of the
+		// wrapped error (FILE:LINE:COL: message), go in the details.
+		problems := strings.Split(wfErr.Err.Error(), "\n")
+		writeError(w, http.StatusUnprocessableEntity,
+			fmt.Sprintf("workflows at commit %.12s are invalid: %d problem(s), listed in details", wfErr.SHA, len(problems)), problems...)
 	case errors.Is(err, pipeline.ErrNoWorkflows), errors.Is(err, source.ErrNotFound), errors.Is(err, source.ErrInvalidRef):
 		writeError(w, http.StatusUnprocessableEntity, err.Error())
 	default:
@@ -185,7 +200,7 @@ func (s *Server) pipelineError(w http.ResponseWriter, name string, err error) {
 // job of that source at that commit.
 func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	name, sha := r.PathValue("name"), r.PathValue("sha")
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, _ := bearerToken(r)
 	jobID, attempt, err := s.tokens.Check(token)
 	if err != nil {
 		writeError(w, http.StatusUnauthorized, "job token missing or invalid")

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -54,9 +57,36 @@ func checkSignature(sig string, body []byte, secrets []string) bool {
 }
 
 func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request) {
-	s.webhook(w, r, r.Header.Get("X-GitHub-Delivery"), r.Header.Get("X-GitHub-Event"), func(body []byte) (trigger.Event, error) {
-		return trigger.NormalizeGitHub(r.Header.Get("X-GitHub-Event"), body)
+	kind := r.Header.Get("X-GitHub-Event")
+	form := false
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/x-www-form-urlencoded" {
+		form = true
+	}
+	s.webhook(w, r, r.Header.Get("X-GitHub-Delivery"), kind, func(body []byte) (trigger.Event, error) {
+		if form {
+			// A webhook set to the form content type sends the JSON as
+			// the field "payload"; the signature covers the form body.
+			var err error
+			if body, err = formPayload(body); err != nil {
+				return trigger.Event{}, fmt.Errorf("github %s delivery: %w", kind, err)
+			}
+		}
+		return trigger.NormalizeGitHub(kind, body)
 	})
+}
+
+// formPayload returns the "payload" field of a form-encoded GitHub
+// delivery body.
+func formPayload(body []byte) ([]byte, error) {
+	vals, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("decode form body: %w", err)
+	}
+	payload := vals.Get("payload")
+	if payload == "" {
+		return nil, errors.New(`form body has no form field "payload"`)
+	}
+	return []byte(payload), nil
 }
 
 func (s *Server) genericWebhook(w http.ResponseWriter, r *http.Request) {
@@ -83,6 +113,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, deliveryID, kin
 		return
 	}
 	record := func(verdict, detail string, runIDs []string) {
+		if s.cfg.Metrics != nil {
+			s.cfg.Metrics.WebhookDeliveries.WithLabelValues(verdict).Inc()
+		}
 		if runIDs == nil {
 			runIDs = []string{}
 		}
@@ -131,6 +164,12 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, deliveryID, kin
 	}
 	res, err := s.pipe.Trigger(ctx, name, ev)
 	if err != nil {
+		if deliveryID != "" && len(res.Runs) == 0 {
+			// Nothing was started: let the provider's redelivery try again.
+			if ferr := s.db.ForgetDelivery(context.WithoutCancel(ctx), name, deliveryID); ferr != nil {
+				s.log.Error("forget failed delivery", "source", name, "error", ferr)
+			}
+		}
 		record(verdictFailed, err.Error(), nil)
 		s.pipelineError(w, name, err)
 		return

@@ -34,6 +34,7 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 		reply.Resume = append(reply.Resume, protocol.ResumeJob{JobID: job.ID, AckSeq: uint64(job.LastSeq)})
 	}
 	if old := d.reg.add(a); old != nil && old != a {
+		old.retire()
 		old.conn.Close(protocol.CloseReplaced, "replaced by a newer connection of the same agent")
 	}
 	d.log.Info("agent registered", "agent_id", a.ID, "labels", a.Labels, "resumed_jobs", len(reply.Resume))
@@ -66,26 +67,48 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 	d.JobsQueued()
 }
 
-// Cancel cancels every unfinished job of a run: jobs not yet on an agent
-// end cancelled at once; agents running one are told to stop it (force
-// skips the grace period) and report the end themselves. A job whose agent
-// is not connected ends cancelled at once.
+// Cancel cancels every unfinished job of a run: jobs not on an agent
+// (waiting, queued, or on an agent that is gone) end cancelled at once, all
+// in one transaction, so no waiting job is skipped because an upstream was
+// cancelled first; agents running one are told to stop it (force skips the
+// grace period) and report the end themselves.
 func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reason string) error {
-	run, err := d.db.GetRun(ctx, runID)
-	if err != nil {
-		return err
-	}
-	for _, j := range run.Jobs {
-		if runstate.JobTerminal(j.Status) {
-			continue
+	var toAgents []store.Job
+	var events []apiv1.Event
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		toAgents, events = nil, nil
+		run, err := tx.GetRun(ctx, runID)
+		if err != nil {
+			return err
 		}
-		if j.Status == store.JobDispatched || j.Status == store.JobRunning {
-			if a := d.reg.get(j.AgentID); a != nil && a.holds(j.ID) {
-				err := a.conn.Send(ctx, &protocol.JobCancel{JobID: j.ID, Force: force, Reason: reason})
-				if err == nil {
+		for _, j := range run.Jobs {
+			if runstate.JobTerminal(j.Status) {
+				continue
+			}
+			if j.Status == store.JobDispatched || j.Status == store.JobRunning {
+				if a := d.reg.get(j.AgentID); a != nil && a.holds(j.ID) {
+					toAgents = append(toAgents, j)
 					continue
 				}
 			}
+			ev, err := d.endJobOnly(ctx, tx, j, store.JobCancelled, reason)
+			if err != nil {
+				return err
+			}
+			events = append(events, ev...)
+		}
+		more, err := d.sched.AdvanceTx(ctx, tx, runID)
+		events = append(events, more...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	d.sched.Publish(events)
+	for _, j := range toAgents {
+		a := d.reg.get(j.AgentID)
+		if a != nil && a.conn.Send(ctx, &protocol.JobCancel{JobID: j.ID, Force: force, Reason: reason}) == nil {
+			continue
 		}
 		d.endJobByID(ctx, j.ID, store.JobCancelled, reason)
 	}

@@ -253,6 +253,17 @@ func (d *Dispatcher) failJob(ctx context.Context, tx *store.Tx, job store.Job, m
 }
 
 func (d *Dispatcher) endJob(ctx context.Context, tx *store.Tx, job store.Job, to store.JobStatus, msg string) ([]apiv1.Event, error) {
+	events, err := d.endJobOnly(ctx, tx, job, to, msg)
+	if err != nil || events == nil {
+		return nil, err
+	}
+	more, err := d.sched.AdvanceTx(ctx, tx, job.RunID)
+	return append(events, more...), err
+}
+
+// endJobOnly is endJob without advancing the run, for callers that end
+// several jobs of a run at once and advance it after the last.
+func (d *Dispatcher) endJobOnly(ctx context.Context, tx *store.Tx, job store.Job, to store.JobStatus, msg string) ([]apiv1.Event, error) {
 	now := d.cfg.Now()
 	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: job.ID, From: runstate.JobFrom(to), To: to, Error: &msg, FinishedAt: &now})
 	if err != nil || !changed {
@@ -277,9 +288,7 @@ func (d *Dispatcher) endJob(ctx context.Context, tx *store.Tx, job store.Job, to
 	if _, err := tx.Dequeue(ctx, job.ID); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	events := []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(to), Error: msg}}
-	more, err := d.sched.AdvanceTx(ctx, tx, job.RunID)
-	return append(events, more...), err
+	return []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(to), Error: msg}}, nil
 }
 
 // sweepAcks requeues dispatches whose ack deadline passed and closes the
@@ -292,6 +301,7 @@ func (d *Dispatcher) sweepAcks(ctx context.Context) {
 	}
 	for _, r := range rows {
 		if a := d.reg.get(r.AgentID); a != nil {
+			a.retire()
 			a.release(r.JobID)
 			a.conn.Close(protocol.CloseAckTimeout, "dispatch not acknowledged in time")
 		}

@@ -32,7 +32,7 @@ type Agent struct {
 
 	mu   sync.Mutex
 	busy map[string]bool // job ids this agent holds
-	done bool            // a one-shot agent that took its job
+	done bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
 }
 
 // NewAgent describes a registering agent.
@@ -65,6 +65,14 @@ func (a *Agent) free() int {
 		return 0
 	}
 	return a.Capacity - len(a.busy)
+}
+
+// retire stops the agent from taking more jobs: its connection is being
+// closed, and a dispatch sent on it now would be lost.
+func (a *Agent) retire() {
+	a.mu.Lock()
+	a.done = true
+	a.mu.Unlock()
 }
 
 func (a *Agent) take(jobID string) {

@@ -18,8 +18,10 @@ import (
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
+	"github.com/kici-dev/kici/internal/metrics"
 	"github.com/kici-dev/kici/internal/pipeline"
 	"github.com/kici-dev/kici/internal/protocol"
+	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/scheduler"
 	"github.com/kici-dev/kici/internal/store"
 	"github.com/kici-dev/kici/internal/workflow"
@@ -27,14 +29,15 @@ import (
 
 // Server is one orchestrator process.
 type Server struct {
-	log   *slog.Logger
-	cfg   Config
-	db    *store.DB
-	logs  *logs.Store
-	sched *scheduler.Scheduler
-	disp  *dispatch.Dispatcher
-	api   *api.Server
-	ln    net.Listener
+	log     *slog.Logger
+	cfg     Config
+	db      *store.DB
+	logs    *logs.Store
+	sched   *scheduler.Scheduler
+	disp    *dispatch.Dispatcher
+	api     *api.Server
+	metrics *metrics.Registry
+	ln      net.Listener
 }
 
 // New opens the store (migrating it to the latest schema), builds every
@@ -73,7 +76,8 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	disp := &dispatcherRef{}
-	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs}, disp)
+	s.metrics = metrics.New()
+	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics}, disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL")})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
@@ -84,7 +88,7 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	disp.d = s.disp
 	ws := agentws.New(s.log, s.disp, s.db, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
-	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, api.Config{BootstrapAdminToken: s.cfg.BootstrapAdminToken})
+	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, api.Config{BootstrapAdminToken: s.cfg.BootstrapAdminToken, Metrics: s.metrics})
 	s.ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
@@ -120,6 +124,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	errc := make(chan error, 2)
 	go func() { errc <- s.disp.Run(ctx) }()
+	go s.purgeDeliveries(ctx)
 	go func() {
 		err := srv.Serve(s.ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -141,6 +146,25 @@ func (s *Server) Run(ctx context.Context) error {
 		err = srv.Close() // long-lived SSE and WebSocket connections
 	}
 	return errors.Join(first, err)
+}
+
+// purgeDeliveries deletes expired webhook delivery ids every hour, so a
+// redelivery after the 24 h dedup window is processed again.
+func (s *Server) purgeDeliveries(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if n, err := s.db.PurgeExpiredDeliveries(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.Error("purge expired deliveries failed", "error", err)
+		} else if n > 0 {
+			s.log.Info("expired deliveries purged", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // recover picks up where a previous process stopped: jobs it had handed
@@ -183,10 +207,20 @@ func (r *dispatcherRef) JobsQueued() {
 	}
 }
 
-// hubPublisher sends status events to the live event hub.
-type hubPublisher struct{ logs *logs.Store }
+// hubPublisher sends status events to the live event hub and counts the
+// runs and jobs that end.
+type hubPublisher struct {
+	logs    *logs.Store
+	metrics *metrics.Registry
+}
 
 func (p hubPublisher) Publish(ev apiv1.Event) {
+	switch {
+	case ev.Kind == "run" && runstate.RunTerminal(store.RunStatus(ev.Status)):
+		p.metrics.RunsFinished.WithLabelValues(ev.Status).Inc()
+	case ev.Kind == "job" && runstate.JobTerminal(store.JobStatus(ev.Status)):
+		p.metrics.JobsFinished.WithLabelValues(ev.Status).Inc()
+	}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return

@@ -133,3 +133,14 @@ func (q *queries) ListWebhookEvents(ctx context.Context, source string, limit in
 	}
 	return out, nil
 }
+
+// ForgetDelivery removes a delivery id recorded by MarkDelivery, so that a
+// redelivery is processed again. The webhook handler calls it when
+// processing failed after the mark (a source that could not be read), so
+// the provider's redelivery is not refused as a duplicate.
+func (q *queries) ForgetDelivery(ctx context.Context, source, deliveryID string) error {
+	if _, err := q.exec(ctx, "DELETE FROM delivery_dedup WHERE source = ? AND delivery_id = ?", source, deliveryID); err != nil {
+		return fmt.Errorf("forget delivery %q of source %q: %w", deliveryID, source, classify(err))
+	}
+	return nil
+}

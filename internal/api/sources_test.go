@@ -1,0 +1,154 @@
+package api_test
+
+import (
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/kici-dev/kici/internal/apiv1"
+)
+
+func TestSourcesCreateListDelete(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, h *harness) {
+		dir, _ := ciRepo(t)
+		notRepo := t.TempDir()
+		tests := []struct {
+			name       string
+			in         apiv1.Source
+			wantStatus int
+			wantError  string // a part of the error; "" for 201
+			want       apiv1.Source
+		}{
+			{
+				name:       "local",
+				in:         apiv1.Source{Name: "local-1", Kind: "local", Path: dir, WebhookSecret: "never-returned-secret"},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: "local-1", Kind: "local", Path: dir},
+			},
+			{
+				name:       "local with an unclean path",
+				in:         apiv1.Source{Name: "local-2", Kind: "local", Path: dir + "/./"},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: "local-2", Kind: "local", Path: dir},
+			},
+			{
+				name:       "git",
+				in:         apiv1.Source{Name: "git.1", Kind: "git", URL: "https://example.com/hello.git"},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: "git.1", Kind: "git", URL: "https://example.com/hello.git"},
+			},
+			{
+				name:       "github",
+				in:         apiv1.Source{Name: "gh_1", Kind: "github", Repo: "octo-org/hello"},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: "gh_1", Kind: "github", Repo: "octo-org/hello"},
+			},
+			{
+				name:       "longest name",
+				in:         apiv1.Source{Name: strings.Repeat("n", 63), Kind: "github", Repo: "octo-org/hello"},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: strings.Repeat("n", 63), Kind: "github", Repo: "octo-org/hello"},
+			},
+			{name: "empty name", in: apiv1.Source{Kind: "local", Path: dir}, wantStatus: http.StatusBadRequest, wantError: `source name ""`},
+			{name: "upper-case name", in: apiv1.Source{Name: "Hello", Kind: "local", Path: dir}, wantStatus: http.StatusBadRequest, wantError: `source name "Hello"`},
+			{name: "name with a slash", in: apiv1.Source{Name: "a/b", Kind: "local", Path: dir}, wantStatus: http.StatusBadRequest, wantError: `source name "a/b"`},
+			{name: "name starting with a dash", in: apiv1.Source{Name: "-a", Kind: "local", Path: dir}, wantStatus: http.StatusBadRequest, wantError: `source name "-a"`},
+			{name: "name of 64", in: apiv1.Source{Name: strings.Repeat("n", 64), Kind: "local", Path: dir}, wantStatus: http.StatusBadRequest, wantError: "source name"},
+			{name: "no kind", in: apiv1.Source{Name: "k1", Path: dir}, wantStatus: http.StatusBadRequest, wantError: `kind "": want local, git or github`},
+			{name: "unknown kind", in: apiv1.Source{Name: "k2", Kind: "svn", URL: "svn://x"}, wantStatus: http.StatusBadRequest, wantError: `kind "svn": want local, git or github`},
+			{name: "local without path", in: apiv1.Source{Name: "p1", Kind: "local"}, wantStatus: http.StatusBadRequest, wantError: `a local source needs "path"`},
+			{name: "local path not a repository", in: apiv1.Source{Name: "p2", Kind: "local", Path: notRepo}, wantStatus: http.StatusBadRequest, wantError: "is not a git repository"},
+			{name: "local path missing", in: apiv1.Source{Name: "p3", Kind: "local", Path: filepath.Join(notRepo, "missing")}, wantStatus: http.StatusBadRequest, wantError: "is not a git repository"},
+			{name: "git without url", in: apiv1.Source{Name: "u1", Kind: "git"}, wantStatus: http.StatusBadRequest, wantError: `a git source needs "url"`},
+			{name: "github without repo", in: apiv1.Source{Name: "r1", Kind: "github"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
+			{name: "github repo without owner", in: apiv1.Source{Name: "r2", Kind: "github", Repo: "hello"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
+			{name: "github repo too deep", in: apiv1.Source{Name: "r3", Kind: "github", Repo: "a/b/c"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
+			{name: "github repo with empty name", in: apiv1.Source{Name: "r4", Kind: "github", Repo: "octo-org/"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
+			{name: "github repo with empty owner", in: apiv1.Source{Name: "r5", Kind: "github", Repo: "/hello"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
+			{name: "github repo with a space", in: apiv1.Source{Name: "r6", Kind: "github", Repo: "octo org/hello"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
+		}
+		// The group returns once its parallel subtests are done.
+		t.Run("create", func(t *testing.T) {
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					t.Parallel()
+					resp := h.admin(t, http.MethodPost, "/api/v1/sources", tt.in)
+					if resp.status != tt.wantStatus {
+						t.Fatalf("got status %d (%s), want %d", resp.status, resp.body, tt.wantStatus)
+					}
+					if tt.wantError != "" {
+						if got := resp.apiError(t).Error; !strings.Contains(got, tt.wantError) {
+							t.Errorf("got error %q, want it to contain %q", got, tt.wantError)
+						}
+						return
+					}
+					if tt.in.WebhookSecret != "" && strings.Contains(string(resp.body), tt.in.WebhookSecret) {
+						t.Errorf("got the webhook secret back in %s, want it never returned", resp.body)
+					}
+					var got apiv1.Source
+					resp.decode(t, &got)
+					if got.CreatedAt.IsZero() {
+						t.Errorf("got no created_at, want one")
+					}
+					if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(apiv1.Source{}, "CreatedAt")); diff != "" {
+						t.Errorf("created source mismatch (-want +got):\n%s", diff)
+					}
+				})
+			}
+		})
+
+		var want []apiv1.Source
+		for _, tt := range tests {
+			if tt.wantStatus == http.StatusCreated {
+				want = append(want, tt.want)
+			}
+		}
+		var list apiv1.SourceList
+		h.mustAdmin(t, http.MethodGet, "/api/v1/sources", nil, http.StatusOK, &list)
+		sortByName := cmpopts.SortSlices(func(a, b apiv1.Source) bool { return a.Name < b.Name })
+		if diff := cmp.Diff(want, list.Sources, sortByName, cmpopts.IgnoreFields(apiv1.Source{}, "CreatedAt")); diff != "" {
+			t.Errorf("listed sources mismatch (-want +got):\n%s", diff)
+		}
+
+		t.Run("duplicate", func(t *testing.T) {
+			resp := h.admin(t, http.MethodPost, "/api/v1/sources", apiv1.Source{Name: "local-1", Kind: "git", URL: "https://example.com/other.git"})
+			if resp.status != http.StatusConflict {
+				t.Fatalf("got status %d (%s), want 409", resp.status, resp.body)
+			}
+			if got, want := resp.apiError(t).Error, `source "local-1": already exists`; got != want {
+				t.Errorf("got error %q, want %q", got, want)
+			}
+		})
+
+		t.Run("delete", func(t *testing.T) {
+			h.mustAdmin(t, http.MethodDelete, "/api/v1/sources/git.1", nil, http.StatusNoContent, nil)
+			resp := h.admin(t, http.MethodDelete, "/api/v1/sources/git.1", nil)
+			if resp.status != http.StatusNotFound {
+				t.Fatalf("delete again: got status %d (%s), want 404", resp.status, resp.body)
+			}
+			if got, want := resp.apiError(t).Error, `source "git.1": not found`; got != want {
+				t.Errorf("got error %q, want %q", got, want)
+			}
+			var list apiv1.SourceList
+			h.mustAdmin(t, http.MethodGet, "/api/v1/sources", nil, http.StatusOK, &list)
+			for _, s := range list.Sources {
+				if s.Name == "git.1" {
+					t.Errorf("got git.1 listed after its deletion")
+				}
+			}
+			// The name is free again.
+			h.mustAdmin(t, http.MethodPost, "/api/v1/sources", apiv1.Source{Name: "git.1", Kind: "local", Path: dir}, http.StatusCreated, nil)
+		})
+
+		t.Run("delete unknown", func(t *testing.T) {
+			resp := h.admin(t, http.MethodDelete, "/api/v1/sources/no-such-source", nil)
+			if resp.status != http.StatusNotFound {
+				t.Fatalf("got status %d (%s), want 404", resp.status, resp.body)
+			}
+		})
+	})
+}

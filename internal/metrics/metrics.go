@@ -1,0 +1,52 @@
+// Package metrics holds kici's Prometheus collectors in one place. A
+// Registry is built once in main (or a test) and handed to the components
+// that record into it; nothing here is global.
+//
+// Today it carries the Go runtime and process collectors and the queue
+// and run counters; the full set (docs/metrics.md) grows with the
+// observability work. A *Registry is safe for concurrent use.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Registry is the orchestrator's metrics.
+type Registry struct {
+	reg *prometheus.Registry
+	// RunsFinished counts runs by final status.
+	RunsFinished *prometheus.CounterVec
+	// JobsFinished counts jobs by final status.
+	JobsFinished *prometheus.CounterVec
+	// WebhookDeliveries counts webhook deliveries by verdict.
+	WebhookDeliveries *prometheus.CounterVec
+}
+
+// New returns a registry with kici's collectors and the Go runtime and
+// process collectors registered.
+func New() *Registry {
+	r := &Registry{
+		reg: prometheus.NewRegistry(),
+		RunsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_runs_finished_total", Help: "Runs that reached a final status, by status.",
+		}, []string{"status"}),
+		JobsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_jobs_finished_total", Help: "Jobs that reached a final status, by status.",
+		}, []string{"status"}),
+		WebhookDeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_webhook_deliveries_total", Help: "Webhook deliveries received, by verdict.",
+		}, []string{"verdict"}),
+	}
+	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries)
+	return r
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+}
