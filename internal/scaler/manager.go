@@ -1,0 +1,590 @@
+package scaler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Scale results.
+const (
+	// ActionSpawning: an agent is being spawned for the job.
+	ActionSpawning = "spawning"
+	// ActionAtCapacity: a scaler matches but a cap refused the spawn.
+	ActionAtCapacity = "at-capacity"
+	// ActionNoMatch: no scaler's label sets cover the job's labels.
+	ActionNoMatch = "no-match"
+	// ActionFailed: the spawn could not even be started.
+	ActionFailed = "failed"
+	// ActionSkipped: the scaler is deferred after refused launches, or the
+	// manager is shutting down; retry after RetryAfter.
+	ActionSkipped = "skipped"
+)
+
+// Defaults of a scaler's timing.
+const (
+	DefaultMaxConcurrentSpawns = 8
+	DefaultSpawnTimeout        = 300 * time.Second
+	DefaultDeferBase           = 30 * time.Second
+	DefaultDeferMax            = 15 * time.Minute
+	DefaultGlobalMaxAgents     = 50
+)
+
+// ScalerConfig is one scaler as the manager runs it.
+type ScalerConfig struct {
+	Name      string
+	Type      string
+	MaxAgents int
+	// MaxConcurrentSpawns bounds spawns in flight; 0 means 8.
+	MaxConcurrentSpawns int
+	// OrchestratorURL is the ws:// URL its agents dial.
+	OrchestratorURL string
+	LabelSets       []LabelSet
+	// MandatoryLabels must all be in a job's runs-on for the job to be
+	// routed here (a taint).
+	MandatoryLabels []string
+}
+
+// Config is the manager's configuration.
+type Config struct {
+	// GlobalMaxAgents caps scaler agents across every scaler; 0 means 50.
+	GlobalMaxAgents int
+	Scalers         []ScalerConfig
+	// SpawnTimeout bounds one Spawn call; 0 means 300 s.
+	SpawnTimeout time.Duration
+	// DeferBase and DeferMax bound the deferral after a refused launch;
+	// 0 means 30 s and 15 min.
+	DeferBase, DeferMax time.Duration
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Sink receives what a spawn means for its job: its events, for the
+// job's timeline and provisioning log, and its failure, recorded as the
+// job's provisioning error.
+type Sink interface {
+	ScalerEvent(runID, jobID string, ev Event)
+	ProvisioningFailed(jobID, detail string)
+	// CapacityFreed is called when a spawn ended or an agent left, so
+	// that jobs waiting for capacity are offered again.
+	CapacityFreed()
+}
+
+// ScaleRequest is a job that no connected agent can take.
+type ScaleRequest struct {
+	JobID, RunID string
+	Labels       []string
+	Exclude      []string
+}
+
+// ScaleResult says what RequestScale did.
+type ScaleResult struct {
+	Action  string
+	Scaler  string
+	Backend string
+	AgentID string
+	// Reason explains at-capacity, no-match, failed and skipped results.
+	Reason string
+	// RetryAfter is when a skipped request may be retried.
+	RetryAfter time.Duration
+}
+
+// Manager runs the scalers.
+type Manager struct {
+	log  *slog.Logger
+	sink Sink
+
+	mu       sync.Mutex
+	cfg      Config
+	scalers  map[string]*scalerState
+	order    []string
+	agents   map[string]*spawn // by agent id: spawning and registered
+	byJob    map[string]string // bound job id → agent id, while spawning
+	closing  bool
+	spawnWG  sync.WaitGroup
+	tokenKey []byte
+}
+
+type scalerState struct {
+	cfg      ScalerConfig
+	backend  Backend
+	sem      chan struct{}
+	active   int // spawns in flight or agents alive
+	retiring bool
+	// Deferral after refused launches.
+	deferUntil time.Time
+	deferFor   time.Duration
+	lastError  string
+	failures   int
+}
+
+type spawn struct {
+	agentID    string
+	scaler     string
+	labelSet   LabelSet
+	labels     []string // what the agent registers with
+	jobID      string
+	runID      string
+	requested  time.Time
+	registered bool
+	// failed is set once a scaler.failed event went to the job.
+	failed bool
+	cancel context.CancelFunc
+	handle Handle
+}
+
+// New builds a manager over the given backends (by scaler name). Backends
+// for scalers not in cfg are ignored.
+func New(logger *slog.Logger, cfg Config, backends map[string]Backend, sink Sink) (*Manager, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	m := &Manager{log: logger, sink: sink, agents: map[string]*spawn{}, byJob: map[string]string{}, tokenKey: key}
+	if err := m.install(cfg, backends); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *Config) defaults() {
+	if c.GlobalMaxAgents <= 0 {
+		c.GlobalMaxAgents = DefaultGlobalMaxAgents
+	}
+	if c.SpawnTimeout <= 0 {
+		c.SpawnTimeout = DefaultSpawnTimeout
+	}
+	if c.DeferBase <= 0 {
+		c.DeferBase = DefaultDeferBase
+	}
+	if c.DeferMax <= 0 {
+		c.DeferMax = DefaultDeferMax
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+func (m *Manager) install(cfg Config, backends map[string]Backend) error {
+	cfg.defaults()
+	scalers := map[string]*scalerState{}
+	var order []string
+	for _, sc := range cfg.Scalers {
+		b := backends[sc.Name]
+		if b == nil {
+			return fmt.Errorf("scaler %q has no backend", sc.Name)
+		}
+		if sc.MaxConcurrentSpawns <= 0 {
+			sc.MaxConcurrentSpawns = DefaultMaxConcurrentSpawns
+		}
+		scalers[sc.Name] = &scalerState{cfg: sc, backend: b, sem: make(chan struct{}, sc.MaxConcurrentSpawns)}
+		order = append(order, sc.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cfg, m.scalers, m.order = cfg, scalers, order
+	return nil
+}
+
+// AutoLabels are the labels every agent of a scaler carries besides the
+// declared ones: kici:scaler:<name> and kici:agent:<type>.
+func AutoLabels(sc ScalerConfig) []string {
+	return []string{"kici:scaler:" + sc.Name, "kici:agent:" + sc.Type}
+}
+
+// match finds the scaler label set that covers labels with the fewest
+// labels, skipping retiring scalers, gated sets and excluded labels.
+func (m *Manager) match(labels, exclude []string) (*scalerState, LabelSet, []string, bool) {
+	want := NormalizeLabels(labels)
+	excl := NormalizeLabels(exclude)
+	var best *scalerState
+	var bestSet LabelSet
+	var bestLabels []string
+	for _, name := range m.order {
+		st := m.scalers[name]
+		if st.retiring {
+			continue
+		}
+		gate := NormalizeLabels(st.cfg.MandatoryLabels)
+		if !subset(gate, want) {
+			continue
+		}
+		for _, ls := range st.cfg.LabelSets {
+			enriched := NormalizeLabels(append(append(slices.Clone(ls.Labels), AutoLabels(st.cfg)...), "kici:os:linux"))
+			if !subset(want, enriched) || intersects(excl, enriched) {
+				continue
+			}
+			if best == nil || len(enriched) < len(bestLabels) {
+				best, bestSet, bestLabels = st, ls, enriched
+			}
+		}
+	}
+	return best, bestSet, bestLabels, best != nil
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+func intersects(a, b []string) bool {
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// HasScalerFor reports whether some scaler could serve labels.
+func (m *Manager) HasScalerFor(labels []string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, _, _, ok := m.match(labels, nil)
+	return ok
+}
+
+// SpawningFor returns the agent being spawned for a job, if any.
+func (m *Manager) SpawningFor(jobID string) (agentID string, since time.Time, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.byJob[jobID]
+	if !ok {
+		return "", time.Time{}, false
+	}
+	return id, m.agents[id].requested, true
+}
+
+// RequestScale spawns an agent bound to a job that no connected agent can
+// take. It returns at once; the spawn goes on in the background and
+// reports through the Sink.
+func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResult {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing {
+		return ScaleResult{Action: ActionSkipped, Reason: "the orchestrator is shutting down"}
+	}
+	if id, ok := m.byJob[req.JobID]; ok {
+		sp := m.agents[id]
+		return ScaleResult{Action: ActionSpawning, Scaler: sp.scaler, Backend: m.scalers[sp.scaler].backend.Type(), AgentID: id}
+	}
+	st, ls, labels, ok := m.match(req.Labels, req.Exclude)
+	if !ok {
+		return ScaleResult{Action: ActionNoMatch, Reason: fmt.Sprintf("no scaler has a label set covering %v", NormalizeLabels(req.Labels))}
+	}
+	now := m.cfg.Now()
+	if now.Before(st.deferUntil) {
+		return ScaleResult{Action: ActionSkipped, Scaler: st.cfg.Name, RetryAfter: st.deferUntil.Sub(now),
+			Reason: fmt.Sprintf("scaler %s deferred until %s after %q", st.cfg.Name, st.deferUntil.UTC().Format(time.RFC3339), st.lastError)}
+	}
+	if total := m.totalActive(); total >= m.cfg.GlobalMaxAgents {
+		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("globalMaxAgents reached (%d of %d agents)", total, m.cfg.GlobalMaxAgents)}
+	}
+	if st.active >= st.cfg.MaxAgents {
+		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("scaler %s at maxAgents (%d of %d agents)", st.cfg.Name, st.active, st.cfg.MaxAgents)}
+	}
+	st.active++
+	sp := &spawn{
+		agentID: "scaler-" + st.backend.Type() + "-" + randomHex(4), scaler: st.cfg.Name, labelSet: ls,
+		labels: labels, jobID: req.JobID, runID: req.RunID, requested: now,
+	}
+	m.agents[sp.agentID] = sp
+	m.byJob[req.JobID] = sp.agentID
+	m.spawnWG.Add(1)
+	go m.run(st, sp)
+	return ScaleResult{Action: ActionSpawning, Scaler: st.cfg.Name, Backend: st.backend.Type(), AgentID: sp.agentID}
+}
+
+func (m *Manager) totalActive() int {
+	n := 0
+	for _, st := range m.scalers {
+		n += st.active
+	}
+	return n
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// run performs one spawn: throttle, then Spawn under the deadline.
+func (m *Manager) run(st *scalerState, sp *spawn) {
+	defer m.spawnWG.Done()
+	st.sem <- struct{}{}
+	defer func() { <-st.sem }()
+	m.mu.Lock()
+	timeout := m.cfg.SpawnTimeout
+	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, fmt.Errorf("spawn deadline of %s passed", timeout))
+	sp.cancel = cancel
+	url := st.cfg.OrchestratorURL
+	m.mu.Unlock()
+	defer cancel()
+	onEvent := func(ev Event) { m.event(sp, ev) }
+	req := SpawnRequest{
+		AgentID: sp.agentID, Scaler: sp.scaler, LabelSet: sp.labelSet, Limits: sp.labelSet.Limits,
+		BoundJobID: sp.jobID, RunID: sp.runID, OnEvent: onEvent,
+		Env: map[string]string{
+			"KICI_ORCHESTRATOR_URL": url,
+			"KICI_AGENT_ID":         sp.agentID,
+			"KICI_AGENT_TOKEN":      m.agentToken(sp.agentID),
+			"KICI_LABELS":           strings.Join(sp.labelSet.Labels, ","),
+			"KICI_AGENT_ONE_SHOT":   "1",
+			"KICI_AGENT_SCALER":     "1",
+		},
+	}
+	start := m.cfg.Now()
+	h, err := st.backend.Spawn(ctx, req)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		m.spawnFailed(st, sp, err)
+		return
+	}
+	m.mu.Lock()
+	sp.handle = h
+	m.mu.Unlock()
+	m.log.Info("agent spawned", "scaler", sp.scaler, "agent_id", sp.agentID, "job_id", sp.jobID, "run_id", sp.runID, "took", m.cfg.Now().Sub(start))
+}
+
+// spawnFailed ends a spawn that failed: the job learns why, the capacity
+// is released, and a refused launch defers the scaler.
+func (m *Manager) spawnFailed(st *scalerState, sp *spawn, err error) {
+	detail := err.Error()
+	m.mu.Lock()
+	reported := sp.failed
+	m.mu.Unlock()
+	if !reported {
+		m.event(sp, Event{AgentID: sp.agentID, Type: EventFailed, Detail: detail, Time: m.cfg.Now()})
+	}
+	_ = st.backend.Destroy(context.Background(), sp.agentID)
+	m.mu.Lock()
+	if IsDeterministic(err) {
+		m.deferLocked(st, detail)
+	}
+	m.forgetLocked(sp)
+	m.mu.Unlock()
+	m.log.Warn("spawn failed", "scaler", sp.scaler, "agent_id", sp.agentID, "job_id", sp.jobID, "run_id", sp.runID, "error", err)
+	m.sink.CapacityFreed()
+}
+
+// deferLocked defers a scaler after a refused launch: 30 s, doubling per
+// consecutive refusal up to 15 min.
+func (m *Manager) deferLocked(st *scalerState, detail string) {
+	if st.deferFor == 0 {
+		st.deferFor = m.cfg.DeferBase
+	} else {
+		st.deferFor = min(st.deferFor*2, m.cfg.DeferMax)
+	}
+	st.failures++
+	st.lastError = detail
+	st.deferUntil = m.cfg.Now().Add(st.deferFor)
+	m.log.Warn("scaler deferred", "scaler", st.cfg.Name, "until", st.deferUntil, "failures", st.failures, "error", detail)
+}
+
+// forgetLocked drops a spawn and frees its capacity.
+func (m *Manager) forgetLocked(sp *spawn) {
+	if _, ok := m.agents[sp.agentID]; !ok {
+		return
+	}
+	delete(m.agents, sp.agentID)
+	if m.byJob[sp.jobID] == sp.agentID {
+		delete(m.byJob, sp.jobID)
+	}
+	if st := m.scalers[sp.scaler]; st != nil && st.active > 0 {
+		st.active--
+	}
+}
+
+// event routes a spawn event to its job.
+func (m *Manager) event(sp *spawn, ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = m.cfg.Now()
+	}
+	ev.AgentID = sp.agentID
+	m.mu.Lock()
+	registered, already := sp.registered, sp.failed
+	if ev.Type == EventFailed {
+		sp.failed = true
+	}
+	m.mu.Unlock()
+	if ev.Type == EventFailed && (registered || already) {
+		return // a registered agent's exit is a disconnect; one failure per spawn
+	}
+	if sp.jobID != "" {
+		m.sink.ScalerEvent(sp.runID, sp.jobID, ev)
+		if ev.Type == EventFailed {
+			m.sink.ProvisioningFailed(sp.jobID, ev.Detail)
+		}
+	}
+	if ev.Type == EventFailed {
+		// An agent that died before registering: the spawn failed after
+		// Spawn returned. Treat it as a refused launch.
+		m.mu.Lock()
+		_, alive := m.agents[sp.agentID]
+		st := m.scalers[sp.scaler]
+		if alive && sp.handle.AgentID != "" && st != nil {
+			m.deferLocked(st, ev.Detail)
+			m.forgetLocked(sp)
+		}
+		m.mu.Unlock()
+		if alive && st != nil && sp.handle.AgentID != "" {
+			_ = st.backend.Destroy(context.Background(), sp.agentID)
+			m.sink.CapacityFreed()
+		}
+	}
+}
+
+// ErrUnknownScalerAgent refuses a "scaler-" agent the manager did not
+// spawn (or no longer tracks).
+var ErrUnknownScalerAgent = errors.New("unknown scaler agent")
+
+// IsScalerAgentID reports whether an id is of the form scaler agents use.
+func IsScalerAgentID(id string) bool { return strings.HasPrefix(id, "scaler-") }
+
+// Registration is what the manager knows of a registering agent.
+type Registration struct {
+	// Managed is true for an agent this manager spawned.
+	Managed bool
+	// Labels are the labels the agent serves (declared and auto labels);
+	// they replace what it registered with.
+	Labels []string
+	// BoundJobID is the job it was spawned for; empty for a warm agent.
+	BoundJobID string
+	Scaler     string
+	Backend    string
+}
+
+// OnAgentRegistered is called when an agent registers. For an agent this
+// manager spawned it returns its labels and bound job; it clears the
+// scaler's deferral (the backend works). An unknown "scaler-" agent gives
+// ErrUnknownScalerAgent; any other agent is static.
+func (m *Manager) OnAgentRegistered(agentID, token string) (Registration, error) {
+	m.mu.Lock()
+	sp, ok := m.agents[agentID]
+	if !ok || !m.checkToken(agentID, token) {
+		m.mu.Unlock()
+		if IsScalerAgentID(agentID) {
+			return Registration{}, fmt.Errorf("%w: %s", ErrUnknownScalerAgent, agentID)
+		}
+		return Registration{}, nil
+	}
+	sp.registered = true
+	st := m.scalers[sp.scaler]
+	st.deferUntil, st.deferFor, st.failures = time.Time{}, 0, 0
+	if m.byJob[sp.jobID] == agentID {
+		delete(m.byJob, sp.jobID)
+	}
+	reg := Registration{Managed: true, Labels: slices.Clone(sp.labels), BoundJobID: sp.jobID, Scaler: sp.scaler, Backend: st.backend.Type()}
+	backend := st.backend
+	m.mu.Unlock()
+	if r, ok := backend.(Registrar); ok {
+		r.MarkRegistered(agentID)
+	}
+	return reg, nil
+}
+
+// OnAgentDisconnected destroys a managed agent's compute when it goes:
+// scaler agents are single-use.
+func (m *Manager) OnAgentDisconnected(agentID string) {
+	m.mu.Lock()
+	sp, ok := m.agents[agentID]
+	if !ok || !sp.registered {
+		m.mu.Unlock()
+		return
+	}
+	st := m.scalers[sp.scaler]
+	m.forgetLocked(sp)
+	m.mu.Unlock()
+	if err := st.backend.Destroy(context.Background(), agentID); err != nil {
+		m.log.Warn("destroy agent failed", "scaler", sp.scaler, "agent_id", agentID, "error", err)
+	}
+	m.sink.CapacityFreed()
+}
+
+// ScalerStatus is one scaler as GET /api/v1/scalers shows it.
+type ScalerStatus struct {
+	Name       string     `json:"name"`
+	Type       string     `json:"type"`
+	MaxAgents  int        `json:"max_agents"`
+	Active     int        `json:"active"`
+	Spawning   int        `json:"spawning"`
+	LabelSets  [][]string `json:"label_sets"`
+	DeferredTo *time.Time `json:"deferred_until,omitempty"`
+	LastError  string     `json:"last_error,omitempty"`
+	Retiring   bool       `json:"retiring,omitempty"`
+}
+
+// Status describes every scaler.
+func (m *Manager) Status() []ScalerStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.cfg.Now()
+	var out []ScalerStatus
+	for _, name := range m.order {
+		st := m.scalers[name]
+		s := ScalerStatus{Name: name, Type: st.backend.Type(), MaxAgents: st.cfg.MaxAgents, Active: st.active, LastError: st.lastError, Retiring: st.retiring}
+		for _, ls := range st.cfg.LabelSets {
+			s.LabelSets = append(s.LabelSets, ls.Labels)
+		}
+		for _, sp := range m.agents {
+			if sp.scaler == name && !sp.registered {
+				s.Spawning++
+			}
+		}
+		if now.Before(st.deferUntil) {
+			t := st.deferUntil
+			s.DeferredTo = &t
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Close stops taking requests, waits for spawns in flight (cancelling
+// them), destroys every agent and closes the backends.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	m.closing = true
+	var ids []string
+	for id, sp := range m.agents {
+		ids = append(ids, id)
+		if sp.cancel != nil {
+			sp.cancel()
+		}
+	}
+	m.mu.Unlock()
+	m.spawnWG.Wait()
+	var errs []error
+	m.mu.Lock()
+	scalers := m.scalers
+	m.mu.Unlock()
+	for _, id := range ids {
+		for _, st := range scalers {
+			if err := st.backend.Destroy(ctx, id); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	for _, st := range scalers {
+		if err := st.backend.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
