@@ -23,6 +23,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/protocol"
+	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/store"
 )
 
@@ -69,26 +70,37 @@ func HashToken(token string) string {
 // errUnauthorized is a missing, unknown, revoked or expired token.
 var errUnauthorized = errors.New("unauthorized")
 
-func (h *Handler) authenticate(r *http.Request) (*store.AgentToken, error) {
-	if h.cfg.NoAuth {
-		return nil, nil
+// credentials is what an agent authenticated with: a stored agent token,
+// or a scaler agent's single-use token (checked by the scaler manager when
+// the agent registers), or nothing under KICI_AGENT_AUTH=none.
+type credentials struct {
+	token  *store.AgentToken
+	scaler string
+}
+
+func (h *Handler) authenticate(r *http.Request) (credentials, error) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if strings.EqualFold(scheme, "Bearer") && scaler.IsScalerToken(token) {
+		return credentials{scaler: token}, nil
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || token == "" {
-		return nil, errUnauthorized
+	if h.cfg.NoAuth {
+		return credentials{}, nil
+	}
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return credentials{}, errUnauthorized
 	}
 	t, err := h.tokens.AgentTokenByHash(r.Context(), HashToken(token))
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, errUnauthorized
+		return credentials{}, errUnauthorized
 	}
 	if err != nil {
-		return nil, err
+		return credentials{}, err
 	}
 	now := h.cfg.Now()
 	if t.RevokedAt != nil || (t.ExpiresAt != nil && !t.ExpiresAt.After(now)) {
-		return nil, errUnauthorized
+		return credentials{}, errUnauthorized
 	}
-	return &t, nil
+	return credentials{token: &t}, nil
 }
 
 // ServeHTTP authenticates the agent, upgrades to a WebSocket and serves
@@ -139,7 +151,8 @@ func (c *conn) Close(code int, reason string) {
 	})
 }
 
-func (h *Handler) serve(ctx context.Context, c *conn, tok *store.AgentToken) {
+func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
+	tok := cred.token
 	reg, err := h.readRegister(ctx, c)
 	if err != nil {
 		h.log.Warn("agent registration failed", "error", err)
@@ -158,7 +171,13 @@ func (h *Handler) serve(ctx context.Context, c *conn, tok *store.AgentToken) {
 	}
 	a := dispatch.NewAgent(reg, c, "static", h.cfg.Now())
 	log := h.log.With("agent_id", a.ID)
-	reply, err := h.disp.Register(ctx, a, reg.InFlight)
+	reply, err := h.disp.Register(ctx, a, reg.InFlight, cred.scaler)
+	var refused *dispatch.RefusedError
+	if errors.As(err, &refused) {
+		log.Warn("agent refused", "reason", refused.Reason)
+		c.Close(refused.Code, refused.Reason)
+		return
+	}
 	if err != nil {
 		log.Error("register agent failed", "error", err)
 		c.Close(int(websocket.StatusInternalError), "registration failed")

@@ -36,14 +36,30 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		out.Jobs = append(out.Jobs, apiv1.QueueEntry{
 			JobID: e.JobID, RunID: e.RunID, Job: job.Name, Labels: e.Labels, Status: string(e.Status),
 			AgentID: e.AgentID, Attempts: e.DispatchAttempts, Enqueued: e.EnqueuedAt,
-			WhyPending: whyPending(e, agents, s.cfg.Now()),
+			WhyPending: s.whyPending(e, agents),
 		})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// whyPending says in words why a queue row waits.
-func whyPending(e store.QueueEntry, agents []*dispatch.Agent, now time.Time) string {
+// whyPending says in words why a queue row waits, with the scaler's last
+// answer for it when it was offered to the scaler.
+func (s *Server) whyPending(e store.QueueEntry, agents []*dispatch.Agent) string {
+	why := whyPending(e, agents)
+	if e.Status == store.QueuePending {
+		if st, ok := s.disp.ScaleStatusOf(e.JobID); ok {
+			why = st.Why()
+			if e.LastProvisioningError != "" {
+				why += "; last provisioning error: " + e.LastProvisioningError
+			}
+		}
+	}
+	return why
+}
+
+// whyPending says in words why a queue row waits, from the queue and the
+// connected agents alone.
+func whyPending(e store.QueueEntry, agents []*dispatch.Agent) string {
 	switch {
 	case e.RecoveryDeadline != nil:
 		return fmt.Sprintf("waiting for agent %s to reconnect and reclaim the job until %s", e.RecoveryAgentID, e.RecoveryDeadline.UTC().Format(time.RFC3339))

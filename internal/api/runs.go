@@ -141,11 +141,11 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	first, last := logs.SetupStep, len(job.Steps)-1
+	first, last := apiv1.ProvisioningStep, len(job.Steps)-1
 	if v := q.Get("step"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < logs.SetupStep || n > last {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("step %q: want -1 to %d", v, last))
+		if err != nil || n < apiv1.ProvisioningStep || n > last {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("step %q: want -2 (provisioning), -1 (setup) or 0 to %d", v, last))
 			return
 		}
 		first, last = n, n
@@ -164,7 +164,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	terminal := runstate.JobTerminal(job.Status)
 	page := apiv1.LogPage{Lines: []apiv1.LogLine{}}
 	for {
-		lines, next, err := s.logs.Read(r.Context(), logs.StepKey{RunID: run.ID, JobID: job.ID, Step: step}, offset, 0)
+		lines, next, err := s.readStep(r, run.ID, job.ID, step, offset)
 		if errors.Is(err, logs.ErrBadCursor) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -173,9 +173,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 			s.storeError(w, "read logs", err)
 			return
 		}
-		for _, l := range lines {
-			page.Lines = append(page.Lines, apiv1.LogLine{Step: step, TS: l.TS, Text: l.Text})
-		}
+		page.Lines = append(page.Lines, lines...)
 		offset = next
 		if len(lines) > 0 || step >= last || !terminal && !stepDone(job, step) {
 			break
@@ -184,14 +182,62 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	page.Next = fmt.Sprintf("%d:%d", step, offset)
 	if terminal && step >= last {
-		size, err := s.logs.Size(r.Context(), logs.StepKey{RunID: run.ID, JobID: job.ID, Step: step})
+		size := int64(0)
+		if step >= logs.SetupStep {
+			size, err = s.logs.Size(r.Context(), logs.StepKey{RunID: run.ID, JobID: job.ID, Step: step})
+		} else {
+			var evs []store.JobEvent
+			evs, err = s.db.ListJobEvents(r.Context(), job.ID)
+			size = int64(len(evs))
+		}
 		page.Done = err == nil && offset >= size
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
+// readStep reads a step's stored lines from offset. The provisioning
+// section (step -2) is the job's scaler events, one line each; its offset
+// counts events.
+func (s *Server) readStep(r *http.Request, runID, jobID string, step int, offset int64) ([]apiv1.LogLine, int64, error) {
+	if step == apiv1.ProvisioningStep {
+		evs, err := s.db.ListJobEvents(r.Context(), jobID)
+		if err != nil {
+			return nil, offset, err
+		}
+		if offset > int64(len(evs)) {
+			return nil, offset, fmt.Errorf("%w: provisioning offset %d past %d events", logs.ErrBadCursor, offset, len(evs))
+		}
+		var out []apiv1.LogLine
+		for _, ev := range evs[offset:] {
+			out = append(out, apiv1.LogLine{Step: step, TS: ev.CreatedAt, Text: provisioningLine(ev)})
+		}
+		return out, int64(len(evs)), nil
+	}
+	lines, next, err := s.logs.Read(r.Context(), logs.StepKey{RunID: runID, JobID: jobID, Step: step}, offset, 0)
+	if err != nil {
+		return nil, offset, err
+	}
+	out := make([]apiv1.LogLine, 0, len(lines))
+	for _, l := range lines {
+		out = append(out, apiv1.LogLine{Step: step, TS: l.TS, Text: l.Text})
+	}
+	return out, next, nil
+}
+
+// provisioningLine renders one scaler event as a log line.
+func provisioningLine(ev store.JobEvent) string {
+	text := fmt.Sprintf("[%s] %s", ev.Type, ev.Detail)
+	if ev.AgentID != "" {
+		text += " (agent " + ev.AgentID + ")"
+	}
+	return text
+}
+
 // stepDone reports whether nothing more will be written to a step's log.
 func stepDone(job store.Job, step int) bool {
+	if step == apiv1.ProvisioningStep {
+		return job.Status != store.JobQueued && job.Status != store.JobWaiting
+	}
 	if step < 0 {
 		return len(job.Steps) > 0 && job.Steps[0].Status != store.StepPending
 	}

@@ -296,7 +296,7 @@ func TestJobLogs(t *testing.T) {
 		}{
 			{
 				name: "queued job", path: "/api/v1/runs/" + queuedID + "/jobs/build/logs",
-				wantStatus: http.StatusOK, want: apiv1.LogPage{Lines: []apiv1.LogLine{}, Next: "-1:0", Done: false},
+				wantStatus: http.StatusOK, want: apiv1.LogPage{Lines: []apiv1.LogLine{}, Next: "-2:0", Done: false},
 			},
 			{
 				name: "cancelled job", path: "/api/v1/runs/" + cancelledID + "/jobs/build/logs",
@@ -324,11 +324,11 @@ func TestJobLogs(t *testing.T) {
 			},
 			{
 				name: "step past the last", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?step=2",
-				wantStatus: http.StatusBadRequest, wantError: `step "2": want -1 to 1`,
+				wantStatus: http.StatusBadRequest, wantError: `step "2": want -2 (provisioning), -1 (setup) or 0 to 1`,
 			},
 			{
 				name: "step not a number", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?step=x",
-				wantStatus: http.StatusBadRequest, wantError: `step "x": want -1 to 1`,
+				wantStatus: http.StatusBadRequest, wantError: `step "x": want -2 (provisioning), -1 (setup) or 0 to 1`,
 			},
 			{
 				name: "malformed cursor", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?cursor=abc",

@@ -118,6 +118,10 @@ type CancelRequest struct {
 	Force bool `json:"force"`
 }
 
+// ProvisioningStep is the step index of a job's provisioning section in
+// its logs: the scaler events of the agent spawned for it.
+const ProvisioningStep = -2
+
 // LogLine is one stored line of a step's output.
 type LogLine struct {
 	Step int       `json:"step"`
@@ -137,7 +141,9 @@ type LogPage struct {
 // Event is one Server-Sent Event of GET /api/v1/runs/{id}/events. The SSE
 // event name is Kind.
 type Event struct {
-	// Kind is "run", "job", "step" (status changes) or "log".
+	// Kind is "run", "job", "step" (status changes), "log", or "scaler"
+	// (a step of provisioning an agent for the job: EventType, AgentID and
+	// Detail say which).
 	Kind   string    `json:"kind"`
 	RunID  string    `json:"run_id"`
 	Job    string    `json:"job,omitempty"`
@@ -146,6 +152,10 @@ type Event struct {
 	Status string    `json:"status,omitempty"`
 	Error  string    `json:"error,omitempty"`
 	Lines  []LogLine `json:"lines,omitempty"`
+	// EventType, AgentID and Detail describe a "scaler" event.
+	EventType string `json:"event_type,omitempty"`
+	AgentID   string `json:"agent_id,omitempty"`
+	Detail    string `json:"detail,omitempty"`
 }
 
 // QueueEntry is one element of GET /api/v1/queue.

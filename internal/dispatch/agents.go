@@ -16,7 +16,15 @@ import (
 // message seq already applied, so the agent replays only the rest. A job
 // it no longer owns is left out, which tells the agent to drop it. An
 // older connection of the same agent is closed.
-func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol.InFlightJob) (*protocol.Registered, error) {
+//
+// scalerToken is the single-use token a scaler-spawned agent presented
+// ("" for any other agent). An agent whose id says it was spawned by a
+// scaler, but which the scaler manager does not know, is refused with a
+// *RefusedError (close code 4040).
+func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol.InFlightJob, scalerToken string) (*protocol.Registered, error) {
+	if err := d.registerScaled(a, scalerToken); err != nil {
+		return nil, err
+	}
 	reply := &protocol.Registered{AgentID: a.ID, HeartbeatIntervalMS: d.cfg.HeartbeatInterval.Milliseconds(), ServerVersion: "kici"}
 	for _, f := range inFlight {
 		job, err := d.db.GetJob(ctx, f.JobID)
@@ -48,6 +56,9 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 	if !d.reg.remove(a) {
 		return // a newer connection took over; its jobs are its own
+	}
+	if d.scaler != nil {
+		defer d.scaler.OnAgentDisconnected(a.ID)
 	}
 	deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
 	for _, jobID := range a.BusyJobs() {

@@ -62,6 +62,8 @@ type Dispatcher struct {
 	// attempt, for log routing; refreshed from the store when missing.
 	mu      sync.Mutex
 	attempt map[string]int
+	scaler  Scaler
+	scaled  map[string]ScaleStatus // the scaler's last answer per queued job
 }
 
 // New returns a dispatcher; call Run to start its loop.
@@ -71,7 +73,7 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	}
 	return &Dispatcher{
 		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
-		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{},
+		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{}, scaled: map[string]ScaleStatus{},
 	}
 }
 
@@ -133,6 +135,7 @@ func (d *Dispatcher) dispatchAll(ctx context.Context) {
 			progressed = progressed || ok
 		}
 		if !progressed {
+			d.scaleQueued(ctx)
 			return
 		}
 	}
@@ -148,7 +151,7 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	var events []apiv1.Event
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		claimed, events = false, nil
-		entry, ok, err := tx.ClaimForAgent(ctx, a.ID, a.Labels, now.Add(d.cfg.AckTimeout))
+		entry, ok, err := d.claim(ctx, tx, a, now.Add(d.cfg.AckTimeout))
 		if err != nil || !ok {
 			return err
 		}
@@ -201,6 +204,21 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	}
 	d.log.Info("job dispatched", "run_id", job.RunID, "job_id", job.ID, "job", job.Name, "agent_id", a.ID, "attempt", attempt)
 	return true, nil
+}
+
+// claim takes the job an agent was spawned for if it still waits, else
+// the oldest queued job the agent's labels cover.
+func (d *Dispatcher) claim(ctx context.Context, tx *store.Tx, a *Agent, ackDeadline time.Time) (store.QueueEntry, bool, error) {
+	if bound := a.takeBound(); bound != "" {
+		entry, ok, err := tx.ClaimJob(ctx, bound, a.ID, ackDeadline)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return entry, false, err
+		}
+		if ok {
+			return entry, true, nil
+		}
+	}
+	return tx.ClaimForAgent(ctx, a.ID, a.Labels, ackDeadline)
 }
 
 func (d *Dispatcher) setAttempt(jobID string, attempt int) {

@@ -30,9 +30,10 @@ type Agent struct {
 	ConnectedAt time.Time
 	conn        Conn
 
-	mu   sync.Mutex
-	busy map[string]bool // job ids this agent holds
-	done bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
+	mu       sync.Mutex
+	boundJob string          // the job a scaler spawned this agent for, until claimed
+	busy     map[string]bool // job ids this agent holds
+	done     bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
 }
 
 // NewAgent describes a registering agent.
@@ -65,6 +66,21 @@ func (a *Agent) free() int {
 		return 0
 	}
 	return a.Capacity - len(a.busy)
+}
+
+func (a *Agent) hasBound() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.boundJob != ""
+}
+
+// takeBound returns the agent's bound job once.
+func (a *Agent) takeBound() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j := a.boundJob
+	a.boundJob = ""
+	return j
 }
 
 // retire stops the agent from taking more jobs: its connection is being

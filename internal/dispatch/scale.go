@@ -1,0 +1,167 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kici-dev/kici/internal/protocol"
+	"github.com/kici-dev/kici/internal/scaler"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+// Scaler is what the dispatcher needs of the auto-scaler.
+type Scaler interface {
+	RequestScale(ctx context.Context, req scaler.ScaleRequest) scaler.ScaleResult
+	OnAgentRegistered(agentID, token string) (scaler.Registration, error)
+	OnAgentDisconnected(agentID string)
+}
+
+// RefusedError is a registration the dispatcher refuses, with the close
+// code that tells the agent why.
+type RefusedError struct {
+	Code   int
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return e.Reason }
+
+// SetScaler connects the auto-scaler: queued jobs no connected agent can
+// take are offered to it, and its agents are bound to their jobs.
+func (d *Dispatcher) SetScaler(s Scaler) {
+	d.mu.Lock()
+	d.scaler = s
+	d.mu.Unlock()
+}
+
+// ScaleStatus is the last answer of the scaler for a queued job.
+type ScaleStatus struct {
+	scaler.ScaleResult
+	At time.Time
+}
+
+// ScaleStatusOf returns the scaler's last answer for a job, if it was
+// offered to the scaler.
+func (d *Dispatcher) ScaleStatusOf(jobID string) (ScaleStatus, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, ok := d.scaled[jobID]
+	return st, ok
+}
+
+// registerScaled asks the scaler manager about a registering agent: one it
+// spawned serves the labels of its label set, is one-shot, and is bound to
+// its job.
+func (d *Dispatcher) registerScaled(a *Agent, token string) error {
+	if d.scaler == nil {
+		if scaler.IsScalerAgentID(a.ID) {
+			return &RefusedError{Code: protocol.CloseUnknownScalerAgent, Reason: "no auto-scaler is configured, so no scaler agent is expected"}
+		}
+		return nil
+	}
+	reg, err := d.scaler.OnAgentRegistered(a.ID, token)
+	if errors.Is(err, scaler.ErrUnknownScalerAgent) {
+		return &RefusedError{Code: protocol.CloseUnknownScalerAgent, Reason: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+	if !reg.Managed {
+		if token != "" {
+			return &RefusedError{Code: protocol.CloseUnauthorized, Reason: "scaler token for an agent the scaler did not spawn"}
+		}
+		return nil
+	}
+	labels := slices.Clone(reg.Labels)
+	for _, l := range a.Labels {
+		if strings.HasPrefix(l, "kici:os:") || strings.HasPrefix(l, "kici:arch:") {
+			labels = append(labels, l)
+		}
+	}
+	slices.Sort(labels)
+	a.Labels = slices.Compact(labels)
+	a.Backend = reg.Backend
+	a.OneShot = true
+	a.boundJob = reg.BoundJobID
+	return nil
+}
+
+// scaleQueued offers the scaler every pending job that no free connected
+// agent covers. The manager ignores a job it is already spawning for.
+func (d *Dispatcher) scaleQueued(ctx context.Context) {
+	d.mu.Lock()
+	s := d.scaler
+	d.mu.Unlock()
+	if s == nil {
+		return
+	}
+	rows, err := d.db.ListQueue(ctx)
+	if err != nil {
+		d.log.Error("list queue for the scaler failed", "error", err)
+		return
+	}
+	agents := d.reg.list()
+	live := map[string]bool{}
+	for _, r := range rows {
+		if r.Status != store.QueuePending {
+			continue
+		}
+		live[r.JobID] = true
+		if freeAgentCovers(agents, r.Labels) {
+			continue
+		}
+		res := s.RequestScale(ctx, scaler.ScaleRequest{JobID: r.JobID, RunID: r.RunID, Labels: r.Labels})
+		d.mu.Lock()
+		prev, had := d.scaled[r.JobID]
+		if !had || prev.Action != res.Action || prev.AgentID != res.AgentID {
+			d.scaled[r.JobID] = ScaleStatus{ScaleResult: res, At: d.cfg.Now()}
+		}
+		d.mu.Unlock()
+		if res.Action == scaler.ActionSpawning && (!had || prev.AgentID != res.AgentID) {
+			d.log.Info("agent requested from scaler", "job_id", r.JobID, "run_id", r.RunID, "scaler", res.Scaler, "agent_id", res.AgentID)
+		}
+	}
+	d.mu.Lock()
+	for id := range d.scaled {
+		if !live[id] {
+			delete(d.scaled, id)
+		}
+	}
+	d.mu.Unlock()
+}
+
+func freeAgentCovers(agents []*Agent, labels []string) bool {
+	for _, a := range agents {
+		if a.free() > 0 && !a.hasBound() && covers(a.Labels, labels) {
+			return true
+		}
+	}
+	return false
+}
+
+func covers(have, need []string) bool {
+	for _, n := range need {
+		if !slices.Contains(have, n) {
+			return false
+		}
+	}
+	return true
+}
+
+// Why words the scaler's last answer for a job.
+func (st ScaleStatus) Why() string {
+	switch st.Action {
+	case scaler.ActionSpawning:
+		return fmt.Sprintf("provisioning agent %s (scaler %s, %s) since %s", st.AgentID, st.Scaler, st.Backend, st.At.UTC().Format(time.RFC3339))
+	case scaler.ActionAtCapacity:
+		return "waiting for capacity: " + st.Reason
+	case scaler.ActionSkipped:
+		return st.Reason
+	case scaler.ActionNoMatch:
+		return "no scaler matches its labels (" + st.Reason + ")"
+	}
+	return st.Reason
+}
