@@ -76,6 +76,9 @@ type Sink interface {
 	// CapacityFreed is called when a spawn ended or an agent left, so
 	// that jobs waiting for capacity are offered again.
 	CapacityFreed()
+	// SpawnFailed counts a failed spawn of a backend type; bound says
+	// whether the spawn was for a job.
+	SpawnFailed(backend string, bound bool)
 }
 
 // ScaleRequest is a job that no connected agent can take.
@@ -379,6 +382,7 @@ func (m *Manager) spawnFailed(st *scalerState, sp *spawn, err error) {
 	m.forgetLocked(sp)
 	m.mu.Unlock()
 	m.log.Warn("spawn failed", "scaler", sp.scaler, "agent_id", sp.agentID, "job_id", sp.jobID, "run_id", sp.runID, "error", err)
+	m.sweepRetired()
 	m.sink.CapacityFreed()
 }
 
@@ -430,6 +434,15 @@ func (m *Manager) event(sp *spawn, ev Event) {
 		if ev.Type == EventFailed {
 			m.sink.ProvisioningFailed(sp.jobID, ev.Detail)
 		}
+	}
+	if ev.Type == EventFailed {
+		m.mu.Lock()
+		typ := "unknown"
+		if st := m.scalers[sp.scaler]; st != nil {
+			typ = st.backend.Type()
+		}
+		m.mu.Unlock()
+		m.sink.SpawnFailed(typ, sp.jobID != "")
 	}
 	if ev.Type == EventFailed {
 		// An agent that died before registering: the spawn failed after
@@ -513,6 +526,7 @@ func (m *Manager) OnAgentDisconnected(agentID string) {
 	if err := st.backend.Destroy(context.Background(), agentID); err != nil {
 		m.log.Warn("destroy agent failed", "scaler", sp.scaler, "agent_id", agentID, "error", err)
 	}
+	m.sweepRetired()
 	m.sink.CapacityFreed()
 }
 
