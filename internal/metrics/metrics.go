@@ -24,6 +24,12 @@ type Registry struct {
 	JobsFinished *prometheus.CounterVec
 	// WebhookDeliveries counts webhook deliveries by verdict.
 	WebhookDeliveries *prometheus.CounterVec
+	// ScalerSpawnFailures counts failed spawns by backend type and by
+	// whether the spawn was bound to a job.
+	ScalerSpawnFailures *prometheus.CounterVec
+	// ScalerConfigReloads counts scaler config reloads by result
+	// (attempted, success, failed).
+	ScalerConfigReloads *prometheus.CounterVec
 }
 
 // New returns a registry with kici's collectors and the Go runtime and
@@ -40,9 +46,15 @@ func New() *Registry {
 		WebhookDeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kici_orch_webhook_deliveries_total", Help: "Webhook deliveries received, by verdict.",
 		}, []string{"verdict"}),
+		ScalerSpawnFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_scaler_spawn_failures_total", Help: "Failed agent spawns, by backend type and whether the spawn was bound to a job.",
+		}, []string{"backend", "bound"}),
+		ScalerConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_scaler_config_reloads_total", Help: "Scaler configuration reloads, by result (attempted, success, failed).",
+		}, []string{"result"}),
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries)
+		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.ScalerSpawnFailures, r.ScalerConfigReloads)
 	return r
 }
 

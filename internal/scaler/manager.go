@@ -303,10 +303,15 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 		agentID: "scaler-" + st.backend.Type() + "-" + randomHex(4), scaler: st.cfg.Name, labelSet: ls,
 		labels: labels, jobID: req.JobID, runID: req.RunID, requested: now,
 	}
+	// The deadline starts now (time spent waiting for a spawn slot counts)
+	// and Close can cancel the spawn from this moment on.
+	timeout := m.cfg.SpawnTimeout
+	spawnCtx, cancel := context.WithTimeoutCause(context.Background(), timeout, fmt.Errorf("spawn deadline of %s passed", timeout))
+	sp.cancel = cancel
 	m.agents[sp.agentID] = sp
 	m.byJob[req.JobID] = sp.agentID
 	m.spawnWG.Add(1)
-	go m.run(st, sp)
+	go m.run(spawnCtx, st, sp)
 	return ScaleResult{Action: ActionSpawning, Scaler: st.cfg.Name, Backend: st.backend.Type(), AgentID: sp.agentID}
 }
 
@@ -325,17 +330,19 @@ func randomHex(n int) string {
 }
 
 // run performs one spawn: throttle, then Spawn under the deadline.
-func (m *Manager) run(st *scalerState, sp *spawn) {
+func (m *Manager) run(ctx context.Context, st *scalerState, sp *spawn) {
 	defer m.spawnWG.Done()
-	st.sem <- struct{}{}
+	defer sp.cancel()
+	select {
+	case st.sem <- struct{}{}:
+	case <-ctx.Done():
+		m.spawnFailed(st, sp, fmt.Errorf("waiting for a spawn slot: %w", context.Cause(ctx)))
+		return
+	}
 	defer func() { <-st.sem }()
 	m.mu.Lock()
-	timeout := m.cfg.SpawnTimeout
-	ctx, cancel := context.WithTimeoutCause(context.Background(), timeout, fmt.Errorf("spawn deadline of %s passed", timeout))
-	sp.cancel = cancel
 	url := st.cfg.OrchestratorURL
 	m.mu.Unlock()
-	defer cancel()
 	onEvent := func(ev Event) { m.event(sp, ev) }
 	req := SpawnRequest{
 		AgentID: sp.agentID, Scaler: sp.scaler, LabelSet: sp.labelSet, Limits: sp.labelSet.Limits,
@@ -360,7 +367,14 @@ func (m *Manager) run(st *scalerState, sp *spawn) {
 	}
 	m.mu.Lock()
 	sp.handle = h
+	failedEarly := sp.failed && !sp.registered
 	m.mu.Unlock()
+	if failedEarly {
+		// The agent died before Spawn even returned: its failure event
+		// could not release the spawn then, so do it now.
+		m.releaseFailed(st, sp, "agent failed before the spawn finished")
+		return
+	}
 	m.log.Info("agent spawned", "scaler", sp.scaler, "agent_id", sp.agentID, "job_id", sp.jobID, "run_id", sp.runID, "took", m.cfg.Now().Sub(start))
 }
 
@@ -445,21 +459,33 @@ func (m *Manager) event(sp *spawn, ev Event) {
 		m.sink.SpawnFailed(typ, sp.jobID != "")
 	}
 	if ev.Type == EventFailed {
-		// An agent that died before registering: the spawn failed after
-		// Spawn returned. Treat it as a refused launch.
+		// An agent that died before registering after Spawn returned is a
+		// refused launch. (Before Spawn returns, run handles it.)
 		m.mu.Lock()
-		_, alive := m.agents[sp.agentID]
-		st := m.scalers[sp.scaler]
-		if alive && sp.handle.AgentID != "" && st != nil {
-			m.deferLocked(st, ev.Detail)
-			m.forgetLocked(sp)
-		}
+		st, spawned := m.scalers[sp.scaler], sp.handle.AgentID != ""
 		m.mu.Unlock()
-		if alive && st != nil && sp.handle.AgentID != "" {
-			_ = st.backend.Destroy(context.Background(), sp.agentID)
-			m.sink.CapacityFreed()
+		if spawned && st != nil {
+			m.releaseFailed(st, sp, ev.Detail)
 		}
 	}
+}
+
+// releaseFailed ends a spawn whose agent died before registering: the
+// scaler is deferred, the compute destroyed and the capacity freed.
+func (m *Manager) releaseFailed(st *scalerState, sp *spawn, detail string) {
+	m.mu.Lock()
+	_, alive := m.agents[sp.agentID]
+	if alive {
+		m.deferLocked(st, detail)
+		m.forgetLocked(sp)
+	}
+	m.mu.Unlock()
+	if !alive {
+		return
+	}
+	_ = st.backend.Destroy(context.Background(), sp.agentID)
+	m.sweepRetired()
+	m.sink.CapacityFreed()
 }
 
 // ErrUnknownScalerAgent refuses a "scaler-" agent the manager did not

@@ -1,0 +1,98 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/kici-dev/kici/internal/scaler"
+)
+
+// List returns the containers of this scaler on this orchestrator
+// instance, running or not (a stopped container still holds its disk
+// until it is removed). Started is the container's creation time.
+func (b *Backend) List(ctx context.Context) ([]scaler.Compute, error) {
+	cs, err := b.listOwn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]scaler.Compute, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, scaler.Compute{
+			AgentID:  c.Labels[LabelAgentID],
+			Ref:      c.ID,
+			Instance: c.Labels[LabelInstance],
+			Started:  time.Unix(c.Created, 0),
+		})
+	}
+	return out, nil
+}
+
+// ReapLeftovers removes the containers of this scaler on this
+// orchestrator instance whose agent is neither in keep nor tracked by
+// this backend (a spawn in progress, a recovered agent), typically at
+// start-up after Recover, with keep the recovered agents. It never looks
+// at a container labelled with another instance or scaler. It returns
+// the agent ids reaped (a container's id when it has no agent id label);
+// a container it failed to remove is left out and its error joined into
+// err.
+func (b *Backend) ReapLeftovers(ctx context.Context, keep []string) (reaped []string, err error) {
+	cs, err := b.listOwn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spare := map[string]bool{}
+	for _, id := range keep {
+		spare[id] = true
+	}
+	b.mu.Lock()
+	for id := range b.agents {
+		spare[id] = true
+	}
+	b.mu.Unlock()
+	var errs []error
+	for _, c := range cs {
+		agentID := c.Labels[LabelAgentID]
+		if agentID != "" && spare[agentID] {
+			continue
+		}
+		if err := b.removeContainer(ctx, c.ID, b.cfg.StopGrace); err != nil {
+			errs = append(errs, fmt.Errorf("reap agent %q: %w", agentID, err))
+			continue
+		}
+		name := agentID
+		if name == "" {
+			name = c.ID
+		}
+		reaped = append(reaped, name)
+		b.log.Info("leftover container reaped", "agent_id", agentID, "container_id", shortID(c.ID), "state", c.State)
+	}
+	return reaped, errors.Join(errs...)
+}
+
+// listOwn lists every container (running or not) labelled with this
+// scaler and instance. The engine filters by label; the labels are
+// checked again here, so that an engine that filtered loosely cannot make
+// this backend touch another orchestrator's containers.
+func (b *Backend) listOwn(ctx context.Context) ([]container.Summary, error) {
+	args := filters.NewArgs(
+		filters.Arg("label", LabelManaged+"=true"),
+		filters.Arg("label", LabelInstance+"="+b.cfg.Instance),
+		filters.Arg("label", LabelScaler+"="+b.cfg.Name),
+	)
+	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("list containers of scaler %q: %w", b.cfg.Name, err)
+	}
+	own := cs[:0]
+	for _, c := range cs {
+		if b.owns(c.Labels) {
+			own = append(own, c)
+		}
+	}
+	return own, nil
+}
