@@ -42,6 +42,8 @@ type Config struct {
 	// Metrics receives the webhook counters and serves GET /metrics; nil
 	// leaves /metrics unrouted.
 	Metrics *metrics.Registry
+	// Scalers is the auto-scaler; nil when none is configured.
+	Scalers ScalerAdmin
 }
 
 // Server is the HTTP API.
@@ -112,6 +114,10 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/queue", admin, s.queue},
 		{"GET /api/v1/agents", admin, s.agents},
 		{"POST /api/v1/agent-tokens", admin, s.createAgentToken},
+		{"GET /api/v1/scalers", admin, s.scalerStatus},
+		{"POST /api/v1/scalers/reload", admin, s.scalerReload},
+		{"GET /api/v1/scalers/orphans", admin, s.scalerOrphans},
+		{"POST /api/v1/scalers/orphans/stop", admin, s.scalerStopOrphans},
 	}
 }
 

@@ -42,6 +42,8 @@ type Config struct {
 	DefaultJobTimeout time.Duration
 	// CancelGrace is the time between SIGTERM and SIGKILL on a cancel.
 	CancelGrace time.Duration
+	// ScalerConfigPath is scalers.yaml; empty means no auto-scaler.
+	ScalerConfigPath string
 	// LogLevel and LogFormat configure the orchestrator's own log.
 	LogLevel  string
 	LogFormat string
@@ -90,6 +92,7 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		DatabaseURL:         getenv("KICI_DATABASE_URL"),
 		BootstrapAdminToken: getenv("KICI_BOOTSTRAP_ADMIN_TOKEN"),
 		AgentAuth:           or(getenv("KICI_AGENT_AUTH"), "token"),
+		ScalerConfigPath:    getenv("KICI_SCALER_CONFIG_PATH"),
 		LogLevel:            or(getenv("KICI_LOG_LEVEL"), "info"),
 		LogFormat:           getenv("KICI_LOG_FORMAT"),
 	}

@@ -37,6 +37,7 @@ type Server struct {
 	disp    *dispatch.Dispatcher
 	api     *api.Server
 	metrics *metrics.Registry
+	scalers *scalers
 	ln      net.Listener
 }
 
@@ -88,7 +89,14 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	disp.d = s.disp
 	ws := agentws.New(s.log, s.disp, s.db, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
-	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, api.Config{BootstrapAdminToken: s.cfg.BootstrapAdminToken, Metrics: s.metrics})
+	if err := s.startScalers(ctx); err != nil {
+		return err
+	}
+	apiCfg := api.Config{BootstrapAdminToken: s.cfg.BootstrapAdminToken, Metrics: s.metrics}
+	if s.scalers != nil {
+		apiCfg.Scalers = s.scalers
+	}
+	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	s.ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
@@ -109,6 +117,9 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // Close releases the store and the listener; Run does this itself.
 func (s *Server) Close() error {
 	s.ln.Close()
+	if s.scalers != nil {
+		_ = s.scalers.manager.Close(context.Background())
+	}
 	return s.db.Close()
 }
 
@@ -125,6 +136,16 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.disp.Run(ctx) }()
 	go s.purgeDeliveries(ctx)
+	if s.scalers != nil {
+		go s.scalers.reloadOnSIGHUP(ctx)
+		defer func() {
+			closeCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer stop()
+			if err := s.scalers.manager.Close(closeCtx); err != nil {
+				s.log.Warn("scaler shutdown", "error", err)
+			}
+		}()
+	}
 	go func() {
 		err := srv.Serve(s.ln)
 		if errors.Is(err, http.ErrServerClosed) {

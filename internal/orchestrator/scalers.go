@@ -1,0 +1,201 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	"github.com/kici-dev/kici/internal/scaler"
+	"github.com/kici-dev/kici/internal/scaler/baremetal"
+	"github.com/kici-dev/kici/internal/scaler/config"
+	"github.com/kici-dev/kici/internal/scaler/container"
+)
+
+// scalers owns the auto-scaler of one orchestrator: its configuration
+// file, the manager and the backends, and reloads.
+type scalers struct {
+	s        *Server
+	path     string
+	instance string
+	manager  *scaler.Manager
+
+	mu   sync.Mutex // serialises reloads
+	file *config.File
+}
+
+// defaultAgentURL is the URL scaler agents dial when their scaler sets no
+// orchestratorUrl: the public URL with ws(s) instead of http(s).
+func (s *Server) defaultAgentURL() string {
+	u, err := url.Parse(s.cfg.PublicURL)
+	if err != nil {
+		return ""
+	}
+	if u.Scheme == "https" {
+		u.Scheme = "wss"
+	} else {
+		u.Scheme = "ws"
+	}
+	u.Path = "/ws"
+	return u.String()
+}
+
+// startScalers loads KICI_SCALER_CONFIG_PATH, builds every backend and the
+// manager, reaps this instance's leftover compute, and connects the
+// manager to the dispatcher. Without a path there is no auto-scaler.
+func (s *Server) startScalers(ctx context.Context) error {
+	if s.cfg.ScalerConfigPath == "" {
+		return nil
+	}
+	file, err := config.Load(s.cfg.ScalerConfigPath)
+	if err != nil {
+		return fmt.Errorf("load scaler config: %w", err)
+	}
+	instance, err := instanceID(s.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	sc := &scalers{s: s, path: s.cfg.ScalerConfigPath, instance: instance, file: file}
+	backends := map[string]scaler.Backend{}
+	for _, c := range file.Scalers {
+		b, err := sc.build(ctx, c)
+		if err != nil {
+			closeAll(backends)
+			return err
+		}
+		backends[c.Name] = b
+	}
+	m, err := scaler.New(s.log.With("component", "scaler"), sc.managerConfig(file), backends,
+		scalerSink{log: s.log, db: s.db, pub: hubPublisher{s.logs, s.metrics}, disp: s.disp, metrics: s.metrics})
+	if err != nil {
+		closeAll(backends)
+		return err
+	}
+	sc.manager = m
+	s.scalers = sc
+	s.disp.SetScaler(m)
+	s.log.Info("auto-scaler started", "scalers", len(file.Scalers), "instance", instance, "config", s.cfg.ScalerConfigPath)
+	return nil
+}
+
+func closeAll(backends map[string]scaler.Backend) {
+	for _, b := range backends {
+		_ = b.Close(context.Background())
+	}
+}
+
+func (sc *scalers) managerConfig(file *config.File) scaler.Config {
+	cfg := file.ManagerConfig()
+	for i := range cfg.Scalers {
+		if cfg.Scalers[i].OrchestratorURL == "" {
+			cfg.Scalers[i].OrchestratorURL = sc.s.defaultAgentURL()
+		}
+	}
+	return cfg
+}
+
+// build makes one scaler's backend. A container backend reaps the
+// compute this orchestrator instance left behind for that scaler (the
+// agents of a previous process cannot be resumed: their tokens died with
+// it); containers of other instances are never touched.
+func (sc *scalers) build(ctx context.Context, c config.Scaler) (scaler.Backend, error) {
+	log := sc.s.log.With("scaler", c.Name, "backend", c.Type)
+	switch c.Type {
+	case config.TypeBareMetal:
+		return baremetal.New(log, baremetal.Config{Name: c.Name, WorkDir: filepath.Join(sc.s.cfg.DataDir, "scalers", c.Name)}), nil
+	case config.TypeContainer:
+		b, err := container.New(ctx, log, container.Config{
+			Name: c.Name, Instance: sc.instance, Host: c.Container.Host, SocketPath: c.Container.SocketPath,
+			Runtime: c.Container.Runtime, ExtraHosts: c.Container.ExtraHosts,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("scaler %q: %w", c.Name, err)
+		}
+		reaped, err := b.ReapLeftovers(ctx, nil)
+		if err != nil {
+			log.Warn("reap leftover containers failed", "error", err)
+		} else if len(reaped) > 0 {
+			log.Info("leftover containers reaped", "agents", reaped)
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("scaler %q: unknown type %q", c.Name, c.Type)
+}
+
+// Reload re-reads the configuration and applies it all or nothing.
+func (sc *scalers) Reload(ctx context.Context) (scaler.ReloadResult, error) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.s.metrics.ScalerConfigReloads.WithLabelValues("attempted").Inc()
+	res, err := sc.reload(ctx)
+	if err != nil {
+		sc.s.metrics.ScalerConfigReloads.WithLabelValues("failed").Inc()
+		sc.s.log.Warn("scaler reload failed; keeping the running config", "error", err)
+		return res, err
+	}
+	sc.s.metrics.ScalerConfigReloads.WithLabelValues("success").Inc()
+	sc.s.log.Info("scaler config reloaded", "added", res.Added, "updated", res.Updated, "retired", res.Retired)
+	sc.s.disp.JobsQueued()
+	return res, nil
+}
+
+func (sc *scalers) reload(ctx context.Context) (scaler.ReloadResult, error) {
+	file, err := config.Load(sc.path)
+	if err != nil {
+		return scaler.ReloadResult{}, fmt.Errorf("load %s: %w", sc.path, err)
+	}
+	plan := config.Plan(sc.file, file)
+	if err := plan.Err(); err != nil {
+		return scaler.ReloadResult{}, err
+	}
+	built := map[string]scaler.Backend{}
+	for _, c := range file.Scalers {
+		for _, name := range plan.Added {
+			if name == c.Name {
+				b, err := sc.build(ctx, c)
+				if err != nil {
+					closeAll(built)
+					return scaler.ReloadResult{}, err
+				}
+				built[c.Name] = b
+			}
+		}
+	}
+	res, err := sc.manager.Reload(sc.managerConfig(file), built)
+	if err != nil {
+		closeAll(built)
+		return scaler.ReloadResult{}, err
+	}
+	sc.file = file
+	return res, nil
+}
+
+// reloadOnSIGHUP reloads the scaler configuration on every SIGHUP.
+func (sc *scalers) reloadOnSIGHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			_, _ = sc.Reload(ctx) // logged and counted by Reload
+		}
+	}
+}
+
+// Status, Orphans and StopOrphans serve the API.
+func (sc *scalers) Status() []scaler.ScalerStatus { return sc.manager.Status() }
+
+func (sc *scalers) Orphans(ctx context.Context) ([]scaler.Orphan, error) {
+	return sc.manager.Orphans(ctx)
+}
+
+func (sc *scalers) StopOrphans(ctx context.Context, ids []string) ([]string, error) {
+	return sc.manager.StopOrphans(ctx, ids)
+}
