@@ -547,11 +547,16 @@ func (m *Manager) OnAgentDisconnected(agentID string) {
 		return
 	}
 	st := m.scalers[sp.scaler]
-	m.forgetLocked(sp)
 	m.mu.Unlock()
+	// The capacity is freed only once the compute is gone: an agent that
+	// disconnected may still be exiting, and counting it out early would
+	// let one more agent live than maxAgents allows.
 	if err := st.backend.Destroy(context.Background(), agentID); err != nil {
 		m.log.Warn("destroy agent failed", "scaler", sp.scaler, "agent_id", agentID, "error", err)
 	}
+	m.mu.Lock()
+	m.forgetLocked(sp)
+	m.mu.Unlock()
 	m.sweepRetired()
 	m.sink.CapacityFreed()
 }
