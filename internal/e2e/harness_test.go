@@ -87,7 +87,13 @@ func freeAddr(t *testing.T) string {
 // entries of env override them.
 func startOrchestrator(t *testing.T, dbURL string, env ...string) *orchestrator {
 	t.Helper()
-	o := &orchestrator{t: t, addr: freeAddr(t), dataDir: t.TempDir(), dbURL: dbURL, token: "admin-" + t.Name()}
+	return startOrchestratorAt(t, freeAddr(t), dbURL, env...)
+}
+
+// startOrchestratorAt is startOrchestrator listening on addr.
+func startOrchestratorAt(t *testing.T, addr, dbURL string, env ...string) *orchestrator {
+	t.Helper()
+	o := &orchestrator{t: t, addr: addr, dataDir: t.TempDir(), dbURL: dbURL, token: "admin-" + t.Name()}
 	o.env = append([]string{
 		"KICI_HTTP_ADDR=" + o.addr,
 		"KICI_PUBLIC_URL=http://" + o.addr,
@@ -422,6 +428,9 @@ func alive(pid int) bool {
 }
 
 var _ = context.Background
+
+// apiv1Run is a short name for the run type in test signatures.
+type apiv1Run = apiv1.Run
 
 func fileExists(path string) bool {
 	_, err := os.Stat(path)

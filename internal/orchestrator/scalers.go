@@ -115,12 +115,16 @@ func (sc *scalers) build(ctx context.Context, c config.Scaler) (scaler.Backend, 
 		if err != nil {
 			return nil, fmt.Errorf("scaler %q: %w", c.Name, err)
 		}
-		reaped, err := b.ReapLeftovers(ctx, nil)
-		if err != nil {
-			log.Warn("reap leftover containers failed", "error", err)
-		} else if len(reaped) > 0 {
-			log.Info("leftover containers reaped", "agents", reaped)
-		}
+		// Reap in the background: stopping containers takes their stop
+		// grace, and the orchestrator should serve meanwhile.
+		go func() {
+			reaped, err := b.ReapLeftovers(context.WithoutCancel(ctx), nil)
+			if err != nil {
+				log.Warn("reap leftover containers failed", "error", err)
+			} else if len(reaped) > 0 {
+				log.Info("leftover containers reaped", "agents", reaped)
+			}
+		}()
 		return b, nil
 	}
 	return nil, fmt.Errorf("scaler %q: unknown type %q", c.Name, c.Type)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -54,23 +56,38 @@ func (b *Backend) ReapLeftovers(ctx context.Context, keep []string) (reaped []st
 		spare[id] = true
 	}
 	b.mu.Unlock()
-	var errs []error
+	// Leftovers are stopped in parallel: each may take the stop grace, and
+	// a restarted orchestrator should be rid of all of them at once.
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
 	for _, c := range cs {
 		agentID := c.Labels[LabelAgentID]
 		if agentID != "" && spare[agentID] {
 			continue
 		}
-		if err := b.removeContainer(ctx, c.ID, b.cfg.StopGrace); err != nil {
-			errs = append(errs, fmt.Errorf("reap agent %q: %w", agentID, err))
-			continue
-		}
-		name := agentID
-		if name == "" {
-			name = c.ID
-		}
-		reaped = append(reaped, name)
-		b.log.Info("leftover container reaped", "agent_id", agentID, "container_id", shortID(c.ID), "state", c.State)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := b.removeContainer(ctx, c.ID, b.cfg.StopGrace)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("reap agent %q: %w", agentID, err))
+				return
+			}
+			name := agentID
+			if name == "" {
+				name = c.ID
+			}
+			reaped = append(reaped, name)
+			b.log.Info("leftover container reaped", "agent_id", agentID, "container_id", shortID(c.ID), "state", c.State)
+		}()
 	}
+	wg.Wait()
+	slices.Sort(reaped)
 	return reaped, errors.Join(errs...)
 }
 
