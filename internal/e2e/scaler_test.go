@@ -111,7 +111,32 @@ jobs:
 			}
 		}
 		waitFor(t, 15*time.Second, "the spawned agent process to be gone", func() bool { return len(agentProcesses(t, j.AgentID)) == 0 })
+		for sample, min := range map[string]float64{
+			`kici_orch_scaler_provisioning_seconds_count{backend="bare-metal"}`: 1,
+			`kici_orch_scaler_max_agents{backend="bare-metal",scaler="metal"}`:  2,
+		} {
+			if got := o.metric(t, sample); got < min {
+				t.Errorf("metric %s: got %v, want at least %v", sample, got, min)
+			}
+		}
 	})
+}
+
+// hasMetric reports whether a line of the metrics output is exactly line.
+func (o *orchestrator) hasMetric(t *testing.T, line string) bool {
+	t.Helper()
+	resp, err := http.Get("http://" + o.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if sc.Text() == line {
+			return true
+		}
+	}
+	return false
 }
 
 // TestWrongBinaryPathFailsJobWithSpawnError: a scaler whose binary does
@@ -148,7 +173,14 @@ jobs:
 			o.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
 			return slices.ContainsFunc(q.Jobs, func(e apiv1.QueueEntry) bool { return strings.Contains(e.WhyPending, "deferred until") })
 		})
+		if !o.hasMetric(t, `kici_orch_dispatch_queue_depth_by_label{label="bare-metal"} 2`) {
+			t.Errorf("queue depth of label bare-metal while both jobs wait: not 2")
+		}
 		r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
+		// The drained label is still reported, at zero.
+		if !o.hasMetric(t, `kici_orch_dispatch_queue_depth_by_label{label="bare-metal"} 0`) {
+			t.Errorf("the drained label bare-metal is not reported at 0 in the queue depth")
+		}
 		for _, name := range []string{"one", "two"} {
 			j := job(t, r, name)
 			if j.Status != "failure" || !strings.Contains(j.Error, "/nonexistent/kici-agent") {

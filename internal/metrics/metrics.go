@@ -30,6 +30,11 @@ type Registry struct {
 	// ScalerConfigReloads counts scaler config reloads by result
 	// (attempted, success, failed).
 	ScalerConfigReloads *prometheus.CounterVec
+	// ScalerSpawnRefusals counts spawns a cap refused, by scaler and cap.
+	ScalerSpawnRefusals *prometheus.CounterVec
+	// ScalerProvisioning observes seconds from a spawn request to the
+	// agent's registration, by backend type.
+	ScalerProvisioning *prometheus.HistogramVec
 }
 
 // New returns a registry with kici's collectors and the Go runtime and
@@ -52,9 +57,18 @@ func New() *Registry {
 		ScalerConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kici_orch_scaler_config_reloads_total", Help: "Scaler configuration reloads, by result (attempted, success, failed).",
 		}, []string{"result"}),
+		ScalerSpawnRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_scaler_spawn_refusals_total", Help: "Spawns refused by a capacity cap, by scaler and cap (global, scaler).",
+		}, []string{"scaler", "cap"}),
+		ScalerProvisioning: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kici_orch_scaler_provisioning_seconds",
+			Help:    "Seconds from a spawn request to the agent's registration, by backend type.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"backend"}),
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.ScalerSpawnFailures, r.ScalerConfigReloads)
+		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.ScalerSpawnFailures, r.ScalerConfigReloads,
+		r.ScalerSpawnRefusals, r.ScalerProvisioning)
 	return r
 }
 

@@ -55,6 +55,14 @@ func (s scalerSink) SpawnFailed(backend string, bound bool) {
 	s.metrics.ScalerSpawnFailures.WithLabelValues(backend, fmt.Sprint(bound)).Inc()
 }
 
+func (s scalerSink) SpawnRefused(name, cap string) {
+	s.metrics.ScalerSpawnRefusals.WithLabelValues(name, cap).Inc()
+}
+
+func (s scalerSink) AgentProvisioned(backend string, took time.Duration) {
+	s.metrics.ScalerProvisioning.WithLabelValues(backend).Observe(took.Seconds())
+}
+
 // instanceID returns this orchestrator's stable instance id, kept in the
 // data dir; containers and other compute are labelled with it so that a
 // restarted orchestrator reaps only its own leftovers.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/kici-dev/kici/internal/metrics"
 	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/scaler/baremetal"
 	"github.com/kici-dev/kici/internal/scaler/config"
@@ -77,6 +78,13 @@ func (s *Server) startScalers(ctx context.Context) error {
 	}
 	sc.manager = m
 	s.scalers = sc
+	s.metrics.WatchScalers(func() []metrics.ScalerUsage {
+		var out []metrics.ScalerUsage
+		for _, st := range m.Status() {
+			out = append(out, metrics.ScalerUsage{Name: st.Name, Backend: st.Type, Active: st.Active, Spawning: st.Spawning, MaxAgents: st.MaxAgents})
+		}
+		return out
+	})
 	s.disp.SetScaler(m)
 	s.log.Info("auto-scaler started", "scalers", len(file.Scalers), "instance", instance, "config", s.cfg.ScalerConfigPath)
 	return nil

@@ -78,6 +78,14 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	disp := &dispatcherRef{}
 	s.metrics = metrics.New()
+	s.metrics.WatchQueue(func(ctx context.Context) ([]metrics.QueueRow, error) {
+		rows, err := s.db.ListQueue(ctx)
+		out := make([]metrics.QueueRow, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, metrics.QueueRow{Status: string(r.Status), Labels: r.Labels})
+		}
+		return out, err
+	})
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics}, disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL")})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{

@@ -79,6 +79,11 @@ type Sink interface {
 	// SpawnFailed counts a failed spawn of a backend type; bound says
 	// whether the spawn was for a job.
 	SpawnFailed(backend string, bound bool)
+	// SpawnRefused counts a spawn a cap ("global" or "scaler") refused.
+	SpawnRefused(scaler, cap string)
+	// AgentProvisioned observes how long an agent took from the spawn
+	// request to its registration.
+	AgentProvisioned(backend string, took time.Duration)
 }
 
 // ScaleRequest is a job that no connected agent can take.
@@ -293,9 +298,11 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 			Reason: fmt.Sprintf("scaler %s deferred until %s after %q", st.cfg.Name, st.deferUntil.UTC().Format(time.RFC3339), st.lastError)}
 	}
 	if total := m.totalActive(); total >= m.cfg.GlobalMaxAgents {
+		m.sink.SpawnRefused(st.cfg.Name, "global")
 		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("globalMaxAgents reached (%d of %d agents)", total, m.cfg.GlobalMaxAgents)}
 	}
 	if st.active >= st.cfg.MaxAgents {
+		m.sink.SpawnRefused(st.cfg.Name, "scaler")
 		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("scaler %s at maxAgents (%d of %d agents)", st.cfg.Name, st.active, st.cfg.MaxAgents)}
 	}
 	st.active++
@@ -530,7 +537,9 @@ func (m *Manager) OnAgentRegistered(agentID, token string) (Registration, error)
 	}
 	reg := Registration{Managed: true, Labels: slices.Clone(sp.labels), BoundJobID: sp.jobID, Scaler: sp.scaler, Backend: st.backend.Type()}
 	backend := st.backend
+	took := m.cfg.Now().Sub(sp.requested)
 	m.mu.Unlock()
+	m.sink.AgentProvisioned(backend.Type(), took)
 	if r, ok := backend.(Registrar); ok {
 		r.MarkRegistered(agentID)
 	}

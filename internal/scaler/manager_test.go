@@ -87,7 +87,9 @@ func (s *recordingSink) ProvisioningFailed(jobID, detail string) {
 	s.failures[jobID] = detail
 	s.mu.Unlock()
 }
-func (s *recordingSink) CapacityFreed() { s.freed <- struct{}{} }
+func (s *recordingSink) CapacityFreed()                                      { s.freed <- struct{}{} }
+func (s *recordingSink) SpawnRefused(scaler, cap string)                     {}
+func (s *recordingSink) AgentProvisioned(backend string, took time.Duration) {}
 func (s *recordingSink) SpawnFailed(backend string, bound bool) {
 	s.mu.Lock()
 	s.failed = append(s.failed, backend+"/"+map[bool]string{true: "bound", false: "unbound"}[bound])

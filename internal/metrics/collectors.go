@@ -1,0 +1,118 @@
+package metrics
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// QueueRow is what the queue-depth collector needs of a dispatch queue row.
+type QueueRow struct {
+	Status string
+	Labels []string
+}
+
+// ScalerUsage is one scaler's population, for the usage gauges.
+type ScalerUsage struct {
+	Name      string
+	Backend   string
+	Active    int
+	Spawning  int
+	MaxAgents int
+}
+
+// queueCollector reports the dispatch queue's depth by status and by
+// label at scrape time. A label once seen stays reported, at 0 when no
+// queued job carries it: a drained label reads 0 instead of vanishing,
+// so alerts and graphs do not lose it.
+type queueCollector struct {
+	list      func(ctx context.Context) ([]QueueRow, error)
+	byStatus  *prometheus.Desc
+	byLabel   *prometheus.Desc
+	mu        sync.Mutex
+	seenLabel map[string]bool
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.byStatus
+	ch <- c.byLabel
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := c.list(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.byStatus, err)
+		return
+	}
+	status := map[string]int{"pending": 0, "dispatched": 0}
+	labels := map[string]int{}
+	for _, r := range rows {
+		status[r.Status]++
+		if r.Status == "pending" {
+			for _, l := range r.Labels {
+				labels[l]++
+			}
+		}
+	}
+	c.mu.Lock()
+	for l := range labels {
+		c.seenLabel[l] = true
+	}
+	for l := range c.seenLabel {
+		if _, ok := labels[l]; !ok {
+			labels[l] = 0
+		}
+	}
+	c.mu.Unlock()
+	for s, n := range status {
+		ch <- prometheus.MustNewConstMetric(c.byStatus, prometheus.GaugeValue, float64(n), s)
+	}
+	for l, n := range labels {
+		ch <- prometheus.MustNewConstMetric(c.byLabel, prometheus.GaugeValue, float64(n), l)
+	}
+}
+
+// WatchQueue registers the queue-depth gauges, read through list at
+// every scrape.
+func (r *Registry) WatchQueue(list func(ctx context.Context) ([]QueueRow, error)) {
+	r.reg.MustRegister(&queueCollector{
+		list: list, seenLabel: map[string]bool{},
+		byStatus: prometheus.NewDesc("kici_orch_dispatch_queue_depth", "Jobs in the dispatch queue, by status (pending, dispatched).", []string{"status"}, nil),
+		byLabel:  prometheus.NewDesc("kici_orch_dispatch_queue_depth_by_label", "Pending jobs in the dispatch queue, by runs-on label; a label once seen stays at 0 when drained.", []string{"label"}, nil),
+	})
+}
+
+// scalerCollector reports each scaler's agents at scrape time.
+type scalerCollector struct {
+	usage              func() []ScalerUsage
+	active, spawn, max *prometheus.Desc
+}
+
+func (c *scalerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.active
+	ch <- c.spawn
+	ch <- c.max
+}
+
+func (c *scalerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, u := range c.usage() {
+		ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(u.Active), u.Name, u.Backend)
+		ch <- prometheus.MustNewConstMetric(c.spawn, prometheus.GaugeValue, float64(u.Spawning), u.Name, u.Backend)
+		ch <- prometheus.MustNewConstMetric(c.max, prometheus.GaugeValue, float64(u.MaxAgents), u.Name, u.Backend)
+	}
+}
+
+// WatchScalers registers the per-scaler usage gauges.
+func (r *Registry) WatchScalers(usage func() []ScalerUsage) {
+	labels := []string{"scaler", "backend"}
+	r.reg.MustRegister(&scalerCollector{
+		usage:  usage,
+		active: prometheus.NewDesc("kici_orch_scaler_agents", "Agents of a scaler that are spawning or alive (what maxAgents caps).", labels, nil),
+		spawn:  prometheus.NewDesc("kici_orch_scaler_agents_spawning", "Agents of a scaler being spawned that have not registered yet.", labels, nil),
+		max:    prometheus.NewDesc("kici_orch_scaler_max_agents", "A scaler's maxAgents.", labels, nil),
+	})
+}
