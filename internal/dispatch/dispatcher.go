@@ -190,6 +190,9 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	d.sched.Publish(events)
 	a.take(job.ID)
 	d.setAttempt(job.ID, attempt)
+	if s := d.scalerOf(); s != nil && a.Backend != "static" {
+		s.OnAgentBusy(a.ID)
+	}
 	msg, err := d.build.BuildDispatch(ctx, run, job, attempt)
 	if err == nil {
 		if msg.TimeoutMS == 0 {
@@ -204,6 +207,12 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	}
 	d.log.Info("job dispatched", "run_id", job.RunID, "job_id", job.ID, "job", job.Name, "agent_id", a.ID, "attempt", attempt)
 	return true, nil
+}
+
+func (d *Dispatcher) scalerOf() Scaler {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.scaler
 }
 
 // claim takes the job an agent was spawned for if it still waits, else

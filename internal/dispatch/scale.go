@@ -18,6 +18,24 @@ type Scaler interface {
 	RequestScale(ctx context.Context, req scaler.ScaleRequest) scaler.ScaleResult
 	OnAgentRegistered(agentID, token string) (scaler.Registration, error)
 	OnAgentDisconnected(agentID string)
+	OnAgentBusy(agentID string)
+}
+
+// RetireIdle stops an idle agent from taking jobs, so that the scaler can
+// destroy it, and reports whether it did; an agent holding a job is left
+// alone. An agent that is not connected counts as retired.
+func (d *Dispatcher) RetireIdle(agentID string) bool {
+	a := d.reg.get(agentID)
+	if a == nil {
+		return true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.busy) > 0 {
+		return false
+	}
+	a.done = true
+	return true
 }
 
 // RefusedError is a registration the dispatcher refuses, with the close

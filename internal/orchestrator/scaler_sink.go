@@ -55,6 +55,8 @@ func (s scalerSink) SpawnFailed(backend string, bound bool) {
 	s.metrics.ScalerSpawnFailures.WithLabelValues(backend, fmt.Sprint(bound)).Inc()
 }
 
+func (s scalerSink) RetireAgent(agentID string) bool { return s.disp.RetireIdle(agentID) }
+
 func (s scalerSink) SpawnRefused(name, cap string) {
 	s.metrics.ScalerSpawnRefusals.WithLabelValues(name, cap).Inc()
 }

@@ -146,6 +146,7 @@ func (s *Server) Run(ctx context.Context) error {
 	go s.purgeDeliveries(ctx)
 	if s.scalers != nil {
 		go s.scalers.reloadOnSIGHUP(ctx)
+		go func() { _ = s.scalers.manager.Run(ctx) }()
 		defer func() {
 			closeCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer stop()

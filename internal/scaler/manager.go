@@ -51,6 +51,16 @@ type ScalerConfig struct {
 	// MandatoryLabels must all be in a job's runs-on for the job to be
 	// routed here (a taint).
 	MandatoryLabels []string
+	// WarmPool keeps idle agents ready; zero Size means none.
+	WarmPool WarmPool
+}
+
+// WarmPool is a target of idle agents kept per label set of a scaler.
+type WarmPool struct {
+	// Size is the number of idle agents to keep per label set.
+	Size int
+	// IdleTimeout is how long an idle agent above Size may live.
+	IdleTimeout time.Duration
 }
 
 // Config is the manager's configuration.
@@ -63,6 +73,9 @@ type Config struct {
 	// DeferBase and DeferMax bound the deferral after a refused launch;
 	// 0 means 30 s and 15 min.
 	DeferBase, DeferMax time.Duration
+	// WarmTick is how often warm pools are topped up and trimmed; 0
+	// means 30 s.
+	WarmTick time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -84,6 +97,9 @@ type Sink interface {
 	// AgentProvisioned observes how long an agent took from the spawn
 	// request to its registration.
 	AgentProvisioned(backend string, took time.Duration)
+	// RetireAgent stops an idle agent from taking jobs, so that it can be
+	// destroyed; false means it already holds a job and must be kept.
+	RetireAgent(agentID string) bool
 }
 
 // ScaleRequest is a job that no connected agent can take.
@@ -143,6 +159,12 @@ type spawn struct {
 	runID      string
 	requested  time.Time
 	registered bool
+	// registeredAt is when the agent registered; a warm agent's idle
+	// time counts from it.
+	registeredAt time.Time
+	// busy is set once the agent took a job; a warm agent is then no
+	// longer idle.
+	busy bool
 	// failed is set once a scaler.failed event went to the job.
 	failed bool
 	cancel context.CancelFunc
@@ -175,6 +197,9 @@ func (c *Config) defaults() {
 	}
 	if c.DeferMax <= 0 {
 		c.DeferMax = DefaultDeferMax
+	}
+	if c.WarmTick <= 0 {
+		c.WarmTick = 30 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -305,10 +330,17 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 		m.sink.SpawnRefused(st.cfg.Name, "scaler")
 		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("scaler %s at maxAgents (%d of %d agents)", st.cfg.Name, st.active, st.cfg.MaxAgents)}
 	}
+	sp := m.startSpawnLocked(st, ls, labels, req)
+	return ScaleResult{Action: ActionSpawning, Scaler: st.cfg.Name, Backend: st.backend.Type(), AgentID: sp.agentID}
+}
+
+// startSpawnLocked reserves a slot and starts a spawn in the background,
+// bound to req's job (or warm, without one).
+func (m *Manager) startSpawnLocked(st *scalerState, ls LabelSet, labels []string, req ScaleRequest) *spawn {
 	st.active++
 	sp := &spawn{
 		agentID: "scaler-" + st.backend.Type() + "-" + randomHex(4), scaler: st.cfg.Name, labelSet: ls,
-		labels: labels, jobID: req.JobID, runID: req.RunID, requested: now,
+		labels: labels, jobID: req.JobID, runID: req.RunID, requested: m.cfg.Now(),
 	}
 	// The deadline starts now (time spent waiting for a spawn slot counts)
 	// and Close can cancel the spawn from this moment on.
@@ -316,10 +348,12 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 	spawnCtx, cancel := context.WithTimeoutCause(context.Background(), timeout, fmt.Errorf("spawn deadline of %s passed", timeout))
 	sp.cancel = cancel
 	m.agents[sp.agentID] = sp
-	m.byJob[req.JobID] = sp.agentID
+	if req.JobID != "" {
+		m.byJob[req.JobID] = sp.agentID
+	}
 	m.spawnWG.Add(1)
 	go m.run(spawnCtx, st, sp)
-	return ScaleResult{Action: ActionSpawning, Scaler: st.cfg.Name, Backend: st.backend.Type(), AgentID: sp.agentID}
+	return sp
 }
 
 func (m *Manager) totalActive() int {
@@ -530,6 +564,7 @@ func (m *Manager) OnAgentRegistered(agentID, token string) (Registration, error)
 		return Registration{}, nil
 	}
 	sp.registered = true
+	sp.registeredAt = m.cfg.Now()
 	st := m.scalers[sp.scaler]
 	st.deferUntil, st.deferFor, st.failures = time.Time{}, 0, 0
 	if m.byJob[sp.jobID] == agentID {

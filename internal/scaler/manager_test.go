@@ -89,6 +89,7 @@ func (s *recordingSink) ProvisioningFailed(jobID, detail string) {
 }
 func (s *recordingSink) CapacityFreed()                                      { s.freed <- struct{}{} }
 func (s *recordingSink) SpawnRefused(scaler, cap string)                     {}
+func (s *recordingSink) RetireAgent(agentID string) bool                     { return true }
 func (s *recordingSink) AgentProvisioned(backend string, took time.Duration) {}
 func (s *recordingSink) SpawnFailed(backend string, bound bool) {
 	s.mu.Lock()
@@ -305,5 +306,66 @@ func TestReloadIsAllOrNothingAndRetiresRemovedScalers(t *testing.T) {
 	a.mu.Unlock()
 	if !closed {
 		t.Errorf("the retired scaler's backend was not closed after its last agent left")
+	}
+}
+
+func TestWarmPoolKeepsIdleAgentsAndTrimsTheSurplus(t *testing.T) {
+	t.Parallel()
+	b := &recordingBackend{typ: "bare-metal"}
+	m, _, clock := newManager(t, []ScalerConfig{{
+		Name: "warm", Type: "bare-metal", MaxAgents: 5,
+		LabelSets: []LabelSet{{Labels: []string{"linux"}}},
+		WarmPool:  WarmPool{Size: 2, IdleTimeout: time.Minute},
+	}}, map[string]Backend{"warm": b})
+	m.tendWarmPools(t.Context())
+	waitSpawns := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for b.spawns() != n {
+			if time.Now().After(deadline) {
+				t.Fatalf("spawns: got %d, want %d", b.spawns(), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	waitSpawns(2)
+	b.mu.Lock()
+	warm := []string{b.spawned[0].AgentID, b.spawned[1].AgentID}
+	bound := b.spawned[0].BoundJobID + b.spawned[1].BoundJobID
+	b.mu.Unlock()
+	if bound != "" {
+		t.Errorf("warm spawns are bound to jobs %q, want none", bound)
+	}
+	for _, id := range warm {
+		if reg, err := m.OnAgentRegistered(id, m.agentToken(id)); err != nil || reg.BoundJobID != "" {
+			t.Fatalf("warm agent registration: %+v, %v", reg, err)
+		}
+	}
+	m.tendWarmPools(t.Context())
+	if got := b.spawns(); got != 2 {
+		t.Errorf("a full pool spawned more: %d spawns, want 2", got)
+	}
+	// One warm agent takes a job: the pool refills.
+	m.OnAgentBusy(warm[0])
+	m.tendWarmPools(t.Context())
+	waitSpawns(3)
+	// The pool shrinks to 0: idle agents older than the idle timeout go.
+	if _, err := m.Reload(Config{Scalers: []ScalerConfig{{Name: "warm", Type: "bare-metal", MaxAgents: 5,
+		LabelSets: []LabelSet{{Labels: []string{"linux"}}}, WarmPool: WarmPool{Size: 0, IdleTimeout: time.Minute}}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m.tendWarmPools(t.Context())
+	b.mu.Lock()
+	early := len(b.destroys)
+	b.mu.Unlock()
+	if early != 0 {
+		t.Errorf("idle agents destroyed before their idle timeout: %d", early)
+	}
+	clock.add(2 * time.Minute)
+	m.tendWarmPools(t.Context())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.destroys) != 1 || b.destroys[0] != warm[1] {
+		t.Errorf("destroyed %v, want only the idle warm agent %s (the busy one keeps its job)", b.destroys, warm[1])
 	}
 }

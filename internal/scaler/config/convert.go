@@ -32,6 +32,9 @@ func (f *File) managerScaler(s Scaler) scaler.ScalerConfig {
 		OrchestratorURL:     s.OrchestratorURL,
 		MandatoryLabels:     slices.Clone(s.MandatoryLabels),
 	}
+	if s.WarmPool.Enabled && s.WarmPool.Size > 0 {
+		sc.WarmPool = scaler.WarmPool{Size: s.WarmPool.Size, IdleTimeout: s.WarmPool.IdleTimeout}
+	}
 	for _, ls := range s.LabelSets {
 		res := effective(ls.Resources, f.Defaults.Resources)
 		sc.LabelSets = append(sc.LabelSets, scaler.LabelSet{

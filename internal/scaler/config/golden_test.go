@@ -1,6 +1,8 @@
 package config
 
 import (
+	"time"
+
 	"errors"
 	"flag"
 	"os"
@@ -29,6 +31,7 @@ var validWant = map[string]scaler.Config{
 		Name: "build-hosts", Type: "bare-metal", MaxAgents: 4, MaxConcurrentSpawns: 2,
 		OrchestratorURL: "ws://10.0.0.1:4000/ws",
 		MandatoryLabels: []string{"trusted"},
+		WarmPool:        scaler.WarmPool{Size: 1, IdleTimeout: 10 * time.Minute},
 		LabelSets: []scaler.LabelSet{
 			{
 				Labels:     []string{"linux", "trusted", "x64"},

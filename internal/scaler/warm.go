@@ -1,0 +1,129 @@
+package scaler
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// Run keeps the warm pools at their size until ctx ends: every WarmTick
+// (and once at the start) it destroys idle warm agents above a pool's
+// size that were idle longer than its idle timeout, oldest first, and
+// spawns unbound agents for each label set below its size, within the
+// caps. A warm agent is an ordinary registered agent: the dispatcher hands
+// it any job its labels cover, after which it is no longer warm.
+func (m *Manager) Run(ctx context.Context) error {
+	m.mu.Lock()
+	tick := m.cfg.WarmTick
+	m.mu.Unlock()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for {
+		m.tendWarmPools(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// OnAgentBusy records that an agent took a job.
+func (m *Manager) OnAgentBusy(agentID string) {
+	m.mu.Lock()
+	if sp, ok := m.agents[agentID]; ok {
+		sp.busy = true
+	}
+	m.mu.Unlock()
+}
+
+// warmKey identifies a pool: a scaler and one of its label sets.
+type warmKey struct{ scaler, labels string }
+
+func (m *Manager) tendWarmPools(ctx context.Context) {
+	type idle struct {
+		sp    *spawn
+		since time.Time
+	}
+	m.mu.Lock()
+	if m.closing {
+		m.mu.Unlock()
+		return
+	}
+	now := m.cfg.Now()
+	// Count each pool's warm agents: idle registered ones and spawns in
+	// flight that are bound to no job.
+	ready := map[warmKey][]idle{}
+	inFlight := map[warmKey]int{}
+	for _, sp := range m.agents {
+		if sp.jobID != "" || sp.busy {
+			continue
+		}
+		k := warmKey{sp.scaler, sp.labelSet.Key()}
+		if sp.registered {
+			ready[k] = append(ready[k], idle{sp, sp.registeredAt})
+		} else {
+			inFlight[k]++
+		}
+	}
+	var reap []*spawn
+	var spawns []struct {
+		st *scalerState
+		ls LabelSet
+	}
+	for _, name := range m.order {
+		st := m.scalers[name]
+		size := st.cfg.WarmPool.Size
+		if st.retiring {
+			size = 0
+		}
+		for _, ls := range st.cfg.LabelSets {
+			k := warmKey{name, ls.Key()}
+			agents := ready[k]
+			sort.Slice(agents, func(i, j int) bool { return agents[i].since.Before(agents[j].since) })
+			for i := 0; i < len(agents)-size; i++ {
+				if now.Sub(agents[i].since) >= st.cfg.WarmPool.IdleTimeout || st.retiring {
+					reap = append(reap, agents[i].sp)
+				}
+			}
+			deficit := size - len(agents) - inFlight[k]
+			for ; deficit > 0; deficit-- {
+				if m.totalActive()+len(spawns) >= m.cfg.GlobalMaxAgents || st.active+countFor(spawns, st) >= st.cfg.MaxAgents {
+					break
+				}
+				spawns = append(spawns, struct {
+					st *scalerState
+					ls LabelSet
+				}{st, ls})
+			}
+		}
+	}
+	for _, w := range spawns {
+		if now.Before(w.st.deferUntil) {
+			continue
+		}
+		m.startSpawnLocked(w.st, w.ls, NormalizeLabels(append(append(append([]string(nil), w.ls.Labels...), AutoLabels(w.st.cfg)...), "kici:os:linux")), ScaleRequest{})
+	}
+	m.mu.Unlock()
+	for _, sp := range reap {
+		if !m.sink.RetireAgent(sp.agentID) {
+			continue // it took a job meanwhile
+		}
+		m.log.Info("idle warm agent reaped", "scaler", sp.scaler, "agent_id", sp.agentID)
+		m.OnAgentDisconnected(sp.agentID)
+	}
+	_ = ctx
+}
+
+func countFor(spawns []struct {
+	st *scalerState
+	ls LabelSet
+}, st *scalerState) int {
+	n := 0
+	for _, s := range spawns {
+		if s.st == st {
+			n++
+		}
+	}
+	return n
+}
