@@ -25,13 +25,17 @@ demo: build
 # and KICI_TEST_REQUIRE_SERVICES=1 to turn a missing service into a failure.
 test:
 	$(GO) vet ./...
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 test-short:
 	$(GO) test -short ./...
 
+# Micro-benchmarks of internal/..., then the end-to-end harness (real
+# orchestrator and agent processes; see docs/benchmarks.md). BENCHFLAGS
+# passes flags to the harness, e.g. BENCHFLAGS="-runs 50 -jobs 200".
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	$(GO) run ./bench $(BENCHFLAGS)
 
 # Run every fuzz target for FUZZTIME each (default 60s), one after another.
 FUZZTIME ?= 60s

@@ -248,10 +248,10 @@ jobs:
 			t.Errorf("scaler.failed detail: got %q, want the agent's last output line", line)
 		}
 		var q apiv1.Queue
-		o.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
-		if len(q.Jobs) != 1 || !strings.Contains(q.Jobs[0].WhyPending, "want a ws:// or wss:// URL") {
-			t.Errorf("why_pending: got %+v, want the provisioning error", q.Jobs)
-		}
+		waitFor(t, 10*time.Second, "why_pending to carry the provisioning error", func() bool {
+			o.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
+			return len(q.Jobs) == 1 && strings.Contains(q.Jobs[0].WhyPending, "want a ws:// or wss:// URL")
+		})
 	})
 }
 
@@ -295,7 +295,7 @@ jobs:
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			n := liveAgentProcesses(t, "scaler-bare-metal-")
+			n := liveAgentProcesses(t, "scaler-bare-metal-", "ws://"+o.addr+"/ws")
 			mu.Lock()
 			most = max(most, n)
 			mu.Unlock()
@@ -316,10 +316,10 @@ jobs:
 }
 
 // liveAgentProcesses counts live kici-agent processes whose agent id
-// starts with prefix. A child the agent has forked but not yet exec'd
+// starts with prefix and that dial url (other tests run agents too). A child the agent has forked but not yet exec'd
 // shares its executable and environment, so a process whose parent is
 // itself a kici-agent is not counted.
-func liveAgentProcesses(t *testing.T, prefix string) int {
+func liveAgentProcesses(t *testing.T, prefix, url string) int {
 	entries, _ := os.ReadDir("/proc")
 	n := 0
 	for _, e := range entries {
@@ -333,7 +333,7 @@ func liveAgentProcesses(t *testing.T, prefix string) int {
 		}
 		env, _ := io.ReadAll(f)
 		f.Close()
-		if strings.Contains(string(env), "KICI_AGENT_ID="+prefix) {
+		if strings.Contains(string(env), "KICI_AGENT_ID="+prefix) && strings.Contains(string(env), "KICI_ORCHESTRATOR_URL="+url+"\x00") {
 			n++
 		}
 	}
