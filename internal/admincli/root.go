@@ -149,7 +149,7 @@ func isCobraUsage(err error) bool {
 func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kici-admin",
-		Short: "Operate a kici orchestrator: sources, runs, logs, queue and agents",
+		Short: "Operate a kici orchestrator: sources, runs, logs, queue, agents and auto-scaler",
 		Long: `kici-admin is the operator's client of a kici orchestrator's HTTP API.
 
 It talks to $` + envURL + ` (default ` + defaultURL + `) and sends
@@ -181,6 +181,10 @@ success), 2 on a bad command line.`,
 		group("queue", nil, "Show the jobs waiting for an agent", newQueueListCmd(a)),
 		group("agents", []string{"agent"}, "Show the connected agents", newAgentsListCmd(a)),
 		group("agent-tokens", []string{"agent-token"}, "Create the tokens agents connect with", newAgentTokensCreateCmd(a)),
+		group("scaler", []string{"scalers"}, "Show and reload the auto-scaler; find and stop its orphaned compute",
+			newScalerStatusCmd(a), newScalerReloadCmd(a),
+			group("orphans", []string{"orphan"}, "List the scalers' live compute and stop what nothing tracks",
+				newScalerOrphansListCmd(a), newScalerOrphansStopCmd(a))),
 	)
 	return root
 }
