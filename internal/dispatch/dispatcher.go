@@ -36,10 +36,21 @@ type Config struct {
 }
 
 // DispatchBuilder fills in what a dispatch carries beyond the job itself:
-// where the code comes from, run metadata, the job token.
+// where the code comes from, run metadata, the job token, secrets. An
+// *UnrunnableError fails the job at once; any other error sends it back
+// to the queue.
 type DispatchBuilder interface {
 	BuildDispatch(ctx context.Context, run store.Run, job store.Job, attempt int) (*protocol.JobDispatch, error)
 }
+
+// UnrunnableError is a dispatch that can never succeed, such as a job
+// declaring a secret that is not set: the job fails with Reason instead of
+// going back to the queue.
+type UnrunnableError struct {
+	Reason string
+}
+
+func (e *UnrunnableError) Error() string { return e.Reason }
 
 // LogSink stores the log chunks agents send. Storing must be idempotent by
 // (job, attempt, seq).
@@ -106,6 +117,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			return nil
 		case <-d.kick:
 		case <-ticker.C:
+			d.sweepExpiredTokens()
 			d.sweepAcks(ctx)
 			d.sweepRecoveries(ctx)
 			if now := d.cfg.Now(); now.Sub(lastQueueSweep) >= d.cfg.QueueSweepInterval {
@@ -194,6 +206,13 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 		s.OnAgentBusy(a.ID)
 	}
 	msg, err := d.build.BuildDispatch(ctx, run, job, attempt)
+	var unrunnable *UnrunnableError
+	if errors.As(err, &unrunnable) {
+		a.release(job.ID)
+		d.endJobByID(ctx, job.ID, store.JobFailure, unrunnable.Reason)
+		d.JobsQueued()
+		return true, nil
+	}
 	if err == nil {
 		if msg.TimeoutMS == 0 {
 			msg.TimeoutMS = d.cfg.DefaultJobTimeout.Milliseconds()

@@ -28,12 +28,20 @@ type Agent struct {
 	Backend     string
 	OneShot     bool
 	ConnectedAt time.Time
-	conn        Conn
+	// TokenID is the ID of the agent token the agent authenticated with;
+	// empty for scaler agents and under KICI_AGENT_AUTH=none. Revoking the
+	// token disconnects the agent (see DisconnectToken).
+	TokenID string
+	// TokenExpires is when that token expires; nil for never. The agent is
+	// disconnected when it does.
+	TokenExpires *time.Time
+	conn         Conn
 
 	mu       sync.Mutex
 	boundJob string          // the job a scaler spawned this agent for, until claimed
 	busy     map[string]bool // job ids this agent holds
 	done     bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
+	kicked   bool            // its connection is being closed for its token
 }
 
 // NewAgent describes a registering agent.
@@ -81,6 +89,20 @@ func (a *Agent) takeBound() string {
 	j := a.boundJob
 	a.boundJob = ""
 	return j
+}
+
+// kick retires the agent and closes its connection with code and reason,
+// once; it reports whether this call did it.
+func (a *Agent) kick(code int, reason string) bool {
+	a.mu.Lock()
+	if a.kicked {
+		a.mu.Unlock()
+		return false
+	}
+	a.kicked, a.done = true, true
+	a.mu.Unlock()
+	a.conn.Close(code, reason)
+	return true
 }
 
 // retire stops the agent from taking more jobs: its connection is being
@@ -156,4 +178,40 @@ func (r *registry) list() []*Agent {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// DisconnectToken closes the connection of every agent that authenticated
+// with the agent token tokenID, with close code CloseTokenRevoked, and
+// returns how many it closed. Their jobs get the recovery window, as after
+// any disconnect; the agents cannot come back with the same token.
+func (d *Dispatcher) DisconnectToken(tokenID, reason string) int {
+	if tokenID == "" {
+		return 0
+	}
+	n := 0
+	for _, a := range d.reg.list() {
+		if a.TokenID != tokenID {
+			continue
+		}
+		a.kick(protocol.CloseTokenRevoked, reason)
+		n++
+	}
+	if n > 0 {
+		d.log.Warn("agents disconnected: token revoked", "token_id", tokenID, "agents", n)
+	}
+	return n
+}
+
+// sweepExpiredTokens disconnects the agents whose token has expired.
+func (d *Dispatcher) sweepExpiredTokens() {
+	now := d.cfg.Now()
+	for _, a := range d.reg.list() {
+		if a.TokenExpires == nil || a.TokenExpires.After(now) {
+			continue
+		}
+		if !a.kick(protocol.CloseTokenRevoked, "agent token expired") {
+			continue
+		}
+		d.log.Warn("agent disconnected: token expired", "agent_id", a.ID, "token_id", a.TokenID)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agnivade/levenshtein"
+	"github.com/kici-dev/kici/internal/secrets"
 )
 
 // Config is everything the orchestrator reads from its environment. The
@@ -27,6 +28,14 @@ type Config struct {
 	DatabaseURL string
 	// BootstrapAdminToken is accepted as an owner token; empty disables it.
 	BootstrapAdminToken string
+	// SecretKey is the key secrets are sealed under: 64 hex digits. Empty
+	// means the key file in DataDir, generated on first start, which only
+	// SQLite allows (coordinators sharing PostgreSQL must share the key).
+	SecretKey string
+	// AuthFailureLimit is how many failed authentications a client address
+	// may make within a minute; the next one blocks it for a minute (429).
+	// 0 means DefaultAuthFailureLimit; a negative value disables the limit.
+	AuthFailureLimit int
 	// QueueTimeout fails a job that waited this long in the queue; 0 never.
 	QueueTimeout time.Duration
 	// QueueSweepInterval is how often expired queue rows are swept.
@@ -60,6 +69,7 @@ const (
 	DefaultAgentRecoveryWindow = 120 * time.Second
 	DefaultJobTimeout          = 6 * time.Hour
 	DefaultCancelGrace         = 10 * time.Second
+	DefaultAuthFailureLimit    = 20
 )
 
 // knownVars are every KICI_ variable some kici component reads, so that a
@@ -69,7 +79,7 @@ var knownVars = []string{
 	"KICI_BOOTSTRAP_ADMIN_TOKEN", "KICI_SCALER_CONFIG_PATH", "KICI_QUEUE_TIMEOUT_MS",
 	"KICI_QUEUE_SWEEP_INTERVAL_MS", "KICI_DISPATCH_ACK_TIMEOUT_MS", "KICI_AGENT_RECOVERY_WINDOW_MS",
 	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
-	"KICI_CANCEL_GRACE_MS",
+	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
@@ -91,6 +101,7 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		DataDir:             or(getenv("KICI_DATA_DIR"), DefaultDataDir),
 		DatabaseURL:         getenv("KICI_DATABASE_URL"),
 		BootstrapAdminToken: getenv("KICI_BOOTSTRAP_ADMIN_TOKEN"),
+		SecretKey:           getenv("KICI_SECRET_KEY"),
 		AgentAuth:           or(getenv("KICI_AGENT_AUTH"), "token"),
 		ScalerConfigPath:    getenv("KICI_SCALER_CONFIG_PATH"),
 		LogLevel:            or(getenv("KICI_LOG_LEVEL"), "info"),
@@ -116,6 +127,13 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 	ms("KICI_AGENT_RECOVERY_WINDOW_MS", DefaultAgentRecoveryWindow, &c.AgentRecoveryWindow)
 	ms("KICI_DEFAULT_JOB_TIMEOUT_MS", DefaultJobTimeout, &c.DefaultJobTimeout)
 	ms("KICI_CANCEL_GRACE_MS", DefaultCancelGrace, &c.CancelGrace)
+	if v := getenv("KICI_AUTH_FAILURE_LIMIT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_AUTH_FAILURE_LIMIT=%q: want a whole number (0 = default, below 0 = no limit)", v))
+		}
+		c.AuthFailureLimit = n
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err
 	}
@@ -136,6 +154,13 @@ func (c *Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("KICI_DATA_DIR: must not be empty")
+	}
+	if c.SecretKey != "" {
+		if _, err := secrets.ParseKey(c.SecretKey); err != nil {
+			return fmt.Errorf("KICI_SECRET_KEY: %w", err)
+		}
+	} else if c.DatabaseURL != "" {
+		return errors.New("KICI_SECRET_KEY: required with PostgreSQL (64 hex digits, e.g. from `openssl rand -hex 32`; every coordinator needs the same key)")
 	}
 	switch c.AgentAuth {
 	case "token":

@@ -167,7 +167,9 @@ func (sc *scalers) reload(ctx context.Context) (scaler.ReloadResult, error) {
 	built := map[string]scaler.Backend{}
 	for _, c := range file.Scalers {
 		for _, name := range plan.Added {
-			if name == c.Name {
+			// A scaler removed earlier and still draining keeps its backend:
+			// a second one would reap the containers its agents run in.
+			if name == c.Name && !sc.manager.Running(name) {
 				b, err := sc.build(ctx, c)
 				if err != nil {
 					closeAll(built)

@@ -23,6 +23,7 @@ import (
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/scheduler"
+	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/store"
 	"github.com/kici-dev/kici/internal/workflow"
 )
@@ -76,6 +77,22 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	secretStore, err := secrets.Open(ctx, s.log, s.db, secrets.KeyConfig{
+		Env: s.cfg.SecretKey, DataDir: s.cfg.DataDir, Generate: s.cfg.DatabaseURL == "",
+	})
+	if err != nil {
+		return err
+	}
+	adminTokens := auth.NewAdminTokens(s.db, auth.AdminTokensConfig{Bootstrap: s.cfg.BootstrapAdminToken})
+	if err := s.warnAboutAdminAccess(ctx); err != nil {
+		return err
+	}
+	auditLog := auth.NewAuditLog(s.log, s.db)
+	limit := s.cfg.AuthFailureLimit
+	if limit == 0 {
+		limit = DefaultAuthFailureLimit
+	}
+	limiter := auth.NewFailureLimiter(auth.FailureLimiterConfig{MaxFailures: limit, Window: time.Minute})
 	disp := &dispatcherRef{}
 	s.metrics = metrics.New()
 	s.metrics.WatchQueue(func(ctx context.Context) ([]metrics.QueueRow, error) {
@@ -88,7 +105,7 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics}, disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL")})
-	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
+	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
 		RecoveryWindow:     s.cfg.AgentRecoveryWindow,
 		QueueSweepInterval: s.cfg.QueueSweepInterval,
@@ -96,11 +113,11 @@ func (s *Server) build(ctx context.Context) error {
 		HeartbeatInterval:  s.cfg.HeartbeatInterval(),
 	})
 	disp.d = s.disp
-	ws := agentws.New(s.log, s.disp, s.db, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
+	ws := agentws.New(s.log, s.disp, s.db, auditLog, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
 	if err := s.startScalers(ctx); err != nil {
 		return err
 	}
-	apiCfg := api.Config{BootstrapAdminToken: s.cfg.BootstrapAdminToken, Metrics: s.metrics}
+	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics}
 	if s.scalers != nil {
 		apiCfg.Scalers = s.scalers
 	}
@@ -109,6 +126,29 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
+	return nil
+}
+
+// warnAboutAdminAccess says how to get in when no admin token can work,
+// and warns about a weak bootstrap token.
+func (s *Server) warnAboutAdminAccess(ctx context.Context) error {
+	if b := s.cfg.BootstrapAdminToken; b != "" {
+		if len(b) < 16 {
+			s.log.Warn("KICI_BOOTSTRAP_ADMIN_TOKEN is short; use at least 16 random characters (e.g. `openssl rand -hex 32`)")
+		}
+		return nil
+	}
+	list, err := s.db.ListAdminTokens(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, t := range list {
+		if t.RevokedAt == nil && (t.ExpiresAt == nil || t.ExpiresAt.After(now)) {
+			return nil
+		}
+	}
+	s.log.Warn("no admin token can use the API: set KICI_BOOTSTRAP_ADMIN_TOKEN, restart, and create named tokens with `kici-admin tokens create` (see docs/operations.md)")
 	return nil
 }
 
@@ -267,9 +307,10 @@ func (l logSink) AppendLog(ctx context.Context, runID, jobID string, attempt, st
 }
 
 // dispatchBuilder fills in a dispatch: the source archive to fetch with
-// the job token, and run metadata.
+// the job token, run metadata, and the secrets the job declares.
 type dispatchBuilder struct {
 	tokens    *auth.JobTokens
+	secrets   *secrets.Service
 	publicURL string
 }
 
@@ -279,6 +320,16 @@ func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job s
 		return nil, err
 	}
 	vars := ev.Vars()
+	// Only the secrets the job declares (workflow `secrets:`), and only
+	// those of its source or of every source.
+	values, err := b.secrets.Resolve(ctx, run.Source, job.Spec.Secrets)
+	var missing *secrets.MissingError
+	if errors.As(err, &missing) {
+		return nil, &dispatch.UnrunnableError{Reason: missing.Error()}
+	}
+	if err != nil {
+		return nil, err
+	}
 	return &protocol.JobDispatch{
 		Event: &vars, Inputs: inputs, EventEnv: workflow.RuntimeEnv(vars, inputs),
 		JobID: job.ID, RunID: run.ID, Attempt: attempt, Job: job.Spec,
@@ -294,5 +345,7 @@ func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job s
 		},
 		JobToken:  b.tokens.Mint(job.ID, attempt),
 		TimeoutMS: job.Spec.TimeoutMS,
+		Secrets:   values,
+		Masks:     secrets.Masks(values),
 	}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -233,6 +234,15 @@ func AutoLabels(sc ScalerConfig) []string {
 	return []string{"kici:scaler:" + sc.Name, "kici:agent:" + sc.Type}
 }
 
+// enrichedLabels are the labels a label set's agents serve: the declared
+// ones, the auto labels, and the platform the agents run on (Linux, on
+// this host's architecture: bare-metal agents run here, containers on the
+// local engine).
+func enrichedLabels(sc ScalerConfig, ls LabelSet) []string {
+	l := append(slices.Clone(ls.Labels), AutoLabels(sc)...)
+	return NormalizeLabels(append(l, "kici:os:linux", "kici:arch:"+runtime.GOARCH))
+}
+
 // match finds the scaler label set that covers labels with the fewest
 // labels, skipping retiring scalers, gated sets and excluded labels.
 func (m *Manager) match(labels, exclude []string) (*scalerState, LabelSet, []string, bool) {
@@ -251,7 +261,7 @@ func (m *Manager) match(labels, exclude []string) (*scalerState, LabelSet, []str
 			continue
 		}
 		for _, ls := range st.cfg.LabelSets {
-			enriched := NormalizeLabels(append(append(slices.Clone(ls.Labels), AutoLabels(st.cfg)...), "kici:os:linux"))
+			enriched := enrichedLabels(st.cfg, ls)
 			if !subset(want, enriched) || intersects(excl, enriched) {
 				continue
 			}

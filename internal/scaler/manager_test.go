@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -367,5 +368,45 @@ func TestWarmPoolKeepsIdleAgentsAndTrimsTheSurplus(t *testing.T) {
 	defer b.mu.Unlock()
 	if len(b.destroys) != 1 || b.destroys[0] != warm[1] {
 		t.Errorf("destroyed %v, want only the idle warm agent %s (the busy one keeps its job)", b.destroys, warm[1])
+	}
+}
+
+func TestAgentThatNeverRegistersIsReleasedAfterTheDeadline(t *testing.T) {
+	t.Parallel()
+	b := &recordingBackend{typ: "bare-metal"}
+	m, sink, clock := newManager(t, []ScalerConfig{{Name: "bm", Type: "bare-metal", MaxAgents: 1, LabelSets: []LabelSet{{Labels: []string{"linux"}}}}},
+		map[string]Backend{"bm": b})
+	res := m.RequestScale(t.Context(), ScaleRequest{JobID: "j", RunID: "r", Labels: []string{"linux"}})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m.mu.Lock()
+		spawned := m.agents[res.AgentID].handle.AgentID != ""
+		m.mu.Unlock()
+		if spawned {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("spawn did not return")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	m.tendWarmPools(t.Context())
+	if r := m.RequestScale(t.Context(), ScaleRequest{JobID: "k", Labels: []string{"linux"}}); r.Action != ActionAtCapacity {
+		t.Fatalf("before the deadline: got %s, want at-capacity", r.Action)
+	}
+	clock.add(DefaultSpawnTimeout + time.Second)
+	m.tendWarmPools(t.Context())
+	waitFreed(t, sink)
+	sink.mu.Lock()
+	detail := sink.failures["j"]
+	sink.mu.Unlock()
+	if !strings.Contains(detail, "did not register within the spawn deadline") {
+		t.Errorf("job's provisioning error: got %q, want the registration deadline", detail)
+	}
+	b.mu.Lock()
+	destroyed := slices.Contains(b.destroys, res.AgentID)
+	b.mu.Unlock()
+	if !destroyed {
+		t.Errorf("the silent agent's compute was not destroyed")
 	}
 }

@@ -119,3 +119,13 @@ func (m *Manager) sweepRetired() {
 		m.log.Info("retired scaler removed", "scaler", st.cfg.Name)
 	}
 }
+
+// Running reports whether the manager runs a scaler of that name,
+// including one that is retiring (a reload that configures it again
+// resurrects it with the same backend, so none must be built for it).
+func (m *Manager) Running(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.scalers[name]
+	return ok
+}

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -102,9 +103,28 @@ func (m *Manager) tendWarmPools(ctx context.Context) {
 		if now.Before(w.st.deferUntil) {
 			continue
 		}
-		m.startSpawnLocked(w.st, w.ls, NormalizeLabels(append(append(append([]string(nil), w.ls.Labels...), AutoLabels(w.st.cfg)...), "kici:os:linux")), ScaleRequest{})
+		m.startSpawnLocked(w.st, w.ls, enrichedLabels(w.st.cfg, w.ls), ScaleRequest{})
+	}
+	// A spawn whose agent never registered (it cannot reach the
+	// orchestrator, say) would hold its slot forever: past the spawn
+	// deadline after Spawn returned, it counts as failed.
+	var stale []*spawn
+	for _, sp := range m.agents {
+		if !sp.registered && sp.handle.AgentID != "" && now.Sub(sp.requested) > m.cfg.SpawnTimeout {
+			stale = append(stale, sp)
+		}
 	}
 	m.mu.Unlock()
+	for _, sp := range stale {
+		m.mu.Lock()
+		st := m.scalers[sp.scaler]
+		m.mu.Unlock()
+		if st == nil {
+			continue
+		}
+		detail := fmt.Sprintf("agent %s did not register within the spawn deadline of %s", sp.agentID, m.cfg.SpawnTimeout)
+		m.event(sp, Event{AgentID: sp.agentID, Type: EventFailed, Detail: detail})
+	}
 	for _, sp := range reap {
 		if !m.sink.RetireAgent(sp.agentID) {
 			continue // it took a job meanwhile
