@@ -11,8 +11,9 @@ import (
 
 // agentTokensCreateFlags are the options of `kici-admin agent-tokens create`.
 type agentTokensCreateFlags struct {
-	labels []string
-	output string
+	labels    []string
+	expiresIn string
+	output    string
 }
 
 func newAgentTokensCreateCmd(a *app) *cobra.Command {
@@ -21,10 +22,13 @@ func newAgentTokensCreateCmd(a *app) *cobra.Command {
 		Use:   "create --labels L1,L2",
 		Short: "Create an agent token; it is shown only this once",
 		Long: `Create a token an agent connects with (its KICI_AGENT_TOKEN), for an agent
-with the given labels. The token is printed only this once: store it now.
-A reminder goes to stderr, so stdout holds only the answer.`,
+with the given labels: the agent may register only labels the token allows
+(besides the kici:os: and kici:arch: labels every agent adds), and is
+refused with close code 4003 otherwise. The token is printed only this
+once: store it now. A reminder goes to stderr, so stdout holds only the
+answer.`,
 		Example: `  kici-admin agent-tokens create --labels linux,docker
-  kici-admin agent-tokens create --labels linux -o json | jq -r .token`,
+  kici-admin agent-tokens create --labels linux --expires-in 30d -o json | jq -r .token`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -43,7 +47,7 @@ A reminder goes to stderr, so stdout holds only the answer.`,
 				return err
 			}
 			var tok apiv1.AgentToken
-			req := apiv1.AgentTokenRequest{Labels: f.labels}
+			req := apiv1.AgentTokenRequest{Labels: f.labels, ExpiresIn: f.expiresIn}
 			if err := c.do(cmd.Context(), http.MethodPost, "/api/v1/agent-tokens", nil, req, &tok); err != nil {
 				return fmt.Errorf("create agent token: %w", err)
 			}
@@ -57,6 +61,7 @@ A reminder goes to stderr, so stdout holds only the answer.`,
 				tw := newTable(out)
 				tw.row("id:", tok.ID)
 				tw.row("labels:", list(tok.Labels))
+				tw.row("expires:", expiry(tok.ExpiresAt))
 				tw.row("token:", tok.Token)
 				if err := tw.flush(); err != nil {
 					return err
@@ -67,6 +72,7 @@ A reminder goes to stderr, so stdout holds only the answer.`,
 		},
 	}
 	cmd.Flags().StringSliceVar(&f.labels, "labels", nil, "`LABELS` of the agent that will use the token, comma-separated or repeated")
+	cmd.Flags().StringVar(&f.expiresIn, "expires-in", "", "`DURATION` after which the token stops working and its agents are disconnected, e.g. 720h or 30d (default never)")
 	addOutputFlag(cmd, &f.output)
 	return cmd
 }

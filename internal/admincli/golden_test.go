@@ -30,6 +30,8 @@ type goldenCase struct {
 	env map[string]string
 	// empty makes every listing of the fake empty.
 	empty bool
+	// stdin is what the command reads on stdin.
+	stdin string
 	code  int
 }
 
@@ -50,7 +52,7 @@ func runGolden(t *testing.T, tests []goldenCase) {
 			for i, a := range tt.args {
 				args[i] = expand.Replace(a)
 			}
-			stdout, stderr, code := runCLI(t.Context(), args, vars)
+			stdout, stderr, code := runCLIInput(t.Context(), args, vars, tt.stdin)
 			if code != tt.code {
 				t.Errorf("exit status: got %d, want %d (stderr %q)", code, tt.code, stderr)
 			}
@@ -63,9 +65,14 @@ func runGolden(t *testing.T, tests []goldenCase) {
 
 // runCLI runs kici-admin with a fixed clock and no waiting.
 func runCLI(ctx context.Context, args []string, vars map[string]string) (stdout, stderr string, code int) {
+	return runCLIInput(ctx, args, vars, "")
+}
+
+// runCLIInput is runCLI with stdin.
+func runCLIInput(ctx context.Context, args []string, vars map[string]string, stdin string) (stdout, stderr string, code int) {
 	var out, errOut bytes.Buffer
 	code = run(ctx, args, &env{
-		stdin:  strings.NewReader(""),
+		stdin:  strings.NewReader(stdin),
 		stdout: &out,
 		stderr: &errOut,
 		getenv: func(k string) string { return vars[k] },
@@ -88,6 +95,9 @@ func goldenText(tt goldenCase, code int, stdout, stderr string) string {
 	b.WriteString(" kici-admin")
 	for _, a := range tt.args {
 		b.WriteString(" " + quoteArg(a))
+	}
+	if tt.stdin != "" {
+		b.WriteString(" < " + strconv.Quote(tt.stdin))
 	}
 	b.WriteString("\n--- exit " + strconv.Itoa(code) + "\n--- stdout\n" + stdout + "--- stderr\n" + stderr)
 	return b.String()

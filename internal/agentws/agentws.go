@@ -9,11 +9,11 @@ package agentws
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/scaler"
@@ -37,9 +38,16 @@ type Config struct {
 	Now func() time.Time
 }
 
-// TokenStore looks agent tokens up by the hex SHA-256 of the token.
+// TokenStore looks agent tokens up by the hex SHA-256 of the token
+// (auth.HashToken) and records their use.
 type TokenStore interface {
 	AgentTokenByHash(ctx context.Context, hash string) (store.AgentToken, error)
+	TouchAgentToken(ctx context.Context, id string, at time.Time) error
+}
+
+// Auditor records refused registrations in the audit log.
+type Auditor interface {
+	Record(ctx context.Context, e store.AuditEntry)
 }
 
 // Handler serves /ws.
@@ -47,24 +55,19 @@ type Handler struct {
 	log    *slog.Logger
 	disp   *dispatch.Dispatcher
 	tokens TokenStore
+	audit  Auditor
 	cfg    Config
 }
 
-// New returns the /ws handler.
-func New(logger *slog.Logger, disp *dispatch.Dispatcher, tokens TokenStore, cfg Config) *Handler {
+// New returns the /ws handler. audit may be nil.
+func New(logger *slog.Logger, disp *dispatch.Dispatcher, tokens TokenStore, audit Auditor, cfg Config) *Handler {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 10 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Handler{log: logger, disp: disp, tokens: tokens, cfg: cfg}
-}
-
-// HashToken is how agent tokens are stored: hex SHA-256.
-func HashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
+	return &Handler{log: logger, disp: disp, tokens: tokens, audit: audit, cfg: cfg}
 }
 
 // errUnauthorized is a missing, unknown, revoked or expired token.
@@ -75,7 +78,9 @@ var errUnauthorized = errors.New("unauthorized")
 // the agent registers), or nothing under KICI_AGENT_AUTH=none.
 type credentials struct {
 	token  *store.AgentToken
+	hash   string // of token
 	scaler string
+	client string // the client's address
 }
 
 func (h *Handler) authenticate(r *http.Request) (credentials, error) {
@@ -89,24 +94,61 @@ func (h *Handler) authenticate(r *http.Request) (credentials, error) {
 	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return credentials{}, errUnauthorized
 	}
-	t, err := h.tokens.AgentTokenByHash(r.Context(), HashToken(token))
+	hash := auth.HashToken(token)
+	t, err := h.tokens.AgentTokenByHash(r.Context(), hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return credentials{}, errUnauthorized
 	}
 	if err != nil {
 		return credentials{}, err
 	}
-	now := h.cfg.Now()
-	if t.RevokedAt != nil || (t.ExpiresAt != nil && !t.ExpiresAt.After(now)) {
+	if !usable(t, hash, h.cfg.Now()) {
 		return credentials{}, errUnauthorized
 	}
-	return credentials{token: &t}, nil
+	if err := h.tokens.TouchAgentToken(r.Context(), t.ID, h.cfg.Now()); err != nil {
+		h.log.Warn("record agent token use failed", "token_id", t.ID, "error", err)
+	}
+	return credentials{token: &t, hash: hash}, nil
+}
+
+// usable reports whether a looked-up token matches hash (compared in
+// constant time) and is neither revoked nor expired.
+func usable(t store.AgentToken, hash string, now time.Time) bool {
+	return subtle.ConstantTimeCompare([]byte(t.Hash), []byte(hash)) == 1 &&
+		t.RevokedAt == nil && (t.ExpiresAt == nil || t.ExpiresAt.After(now))
+}
+
+// stillUsable looks the token up again: a revocation between the upgrade
+// and the registration must not let the agent in.
+func (h *Handler) stillUsable(ctx context.Context, cred credentials) bool {
+	if cred.token == nil {
+		return true
+	}
+	t, err := h.tokens.AgentTokenByHash(ctx, cred.hash)
+	return err == nil && usable(t, cred.hash, h.cfg.Now())
+}
+
+// refuse records a refused registration in the audit log.
+func (h *Handler) refuse(ctx context.Context, cred credentials, agentID string, code int, reason string) {
+	if h.audit == nil {
+		return
+	}
+	e := store.AuditEntry{ActorType: auth.ActorAnonymous, Action: "agent.register", Target: "agent:" + agentID,
+		Outcome: auth.OutcomeDenied, Detail: fmt.Sprintf("close %d: %s", code, reason), ClientAddr: cred.client}
+	switch {
+	case cred.token != nil:
+		e.ActorType, e.ActorID = auth.ActorAgentToken, cred.token.ID
+	case cred.scaler != "":
+		e.ActorType = "scaler_agent"
+	}
+	h.audit.Record(ctx, e)
 }
 
 // ServeHTTP authenticates the agent, upgrades to a WebSocket and serves
 // it until it disconnects.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, err := h.authenticate(r)
+	tok.client = clientHost(r.RemoteAddr)
 	if errors.Is(err, errUnauthorized) {
 		http.Error(w, "agent token missing, unknown, revoked or expired", http.StatusUnauthorized)
 		return
@@ -158,23 +200,25 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		h.log.Warn("agent registration failed", "error", err)
 		return
 	}
-	if tok != nil && len(tok.Labels) > 0 {
-		for _, l := range reg.Labels {
-			if strings.HasPrefix(l, "kici:os:") || strings.HasPrefix(l, "kici:arch:") {
-				continue
-			}
-			if !slices.Contains(tok.Labels, l) {
-				c.Close(protocol.CloseLabelsNotAllowed, fmt.Sprintf("label %q is not allowed by this agent token", l))
-				return
-			}
+	if tok != nil {
+		if l, ok := labelsAllowed(tok.Labels, reg.Labels); !ok {
+			reason := fmt.Sprintf("label %q is not allowed by this agent token (it allows %s)", l, strings.Join(tok.Labels, ", "))
+			h.log.Warn("agent refused", "agent_id", reg.AgentID, "token_id", tok.ID, "reason", reason)
+			h.refuse(ctx, cred, reg.AgentID, protocol.CloseLabelsNotAllowed, reason)
+			c.Close(protocol.CloseLabelsNotAllowed, reason)
+			return
 		}
 	}
 	a := dispatch.NewAgent(reg, c, "static", h.cfg.Now())
+	if tok != nil {
+		a.TokenID, a.TokenExpires = tok.ID, tok.ExpiresAt
+	}
 	log := h.log.With("agent_id", a.ID)
 	reply, err := h.disp.Register(ctx, a, reg.InFlight, cred.scaler)
 	var refused *dispatch.RefusedError
 	if errors.As(err, &refused) {
 		log.Warn("agent refused", "reason", refused.Reason)
+		h.refuse(ctx, cred, a.ID, refused.Code, refused.Reason)
 		c.Close(refused.Code, refused.Reason)
 		return
 	}
@@ -184,6 +228,12 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		return
 	}
 	defer h.disp.Unregister(context.WithoutCancel(ctx), a)
+	if !h.stillUsable(ctx, cred) {
+		log.Warn("agent refused", "reason", "agent token revoked during registration")
+		h.refuse(ctx, cred, a.ID, protocol.CloseTokenRevoked, "agent token revoked")
+		c.Close(protocol.CloseTokenRevoked, "agent token revoked")
+		return
+	}
 	if err := c.Send(ctx, reply); err != nil {
 		return
 	}
@@ -264,4 +314,32 @@ func (h *Handler) readRegister(ctx context.Context, c *conn) (*protocol.Register
 		return nil, fmt.Errorf("first message is %s, not register", m.Type())
 	}
 	return reg, nil
+}
+
+// labelsAllowed checks the labels an agent registers with against its
+// token's: every label must be one the token allows, except the kici:os:
+// and kici:arch: labels every agent adds itself. A token with no labels
+// allows any. It returns the first label not allowed.
+func labelsAllowed(allowed, labels []string) (string, bool) {
+	if len(allowed) == 0 {
+		return "", true
+	}
+	for _, l := range labels {
+		if strings.HasPrefix(l, "kici:os:") || strings.HasPrefix(l, "kici:arch:") {
+			continue
+		}
+		if !slices.Contains(allowed, l) {
+			return l, false
+		}
+	}
+	return "", true
+}
+
+// clientHost is the host part of a remote address.
+func clientHost(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
 }

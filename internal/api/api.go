@@ -3,13 +3,15 @@
 // agents download. Handlers decode, call into the pipeline, store and
 // dispatcher, and encode; they hold no business rules.
 //
-// Every route is declared in routes() with the access it needs, next to
-// the route. A *Server is an http.Handler, safe for concurrent use.
+// Every route is declared in routes() with the access it needs and, for
+// routes that take an admin token, the permission (auth.Permission) its
+// caller's role must have, next to the route; guard enforces both, limits
+// failed authentications per client address, and writes the audit log.
+// A *Server is an http.Handler, safe for concurrent use.
 package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +27,7 @@ import (
 	"github.com/kici-dev/kici/internal/logs"
 	"github.com/kici-dev/kici/internal/metrics"
 	"github.com/kici-dev/kici/internal/pipeline"
+	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/store"
 )
 
@@ -33,14 +36,23 @@ const maxJSONBody = 1 << 20
 
 // Config tunes the API.
 type Config struct {
-	// BootstrapAdminToken is accepted as an owner token; empty disables it.
-	BootstrapAdminToken string
+	// AdminTokens authenticates admin tokens (the bootstrap token
+	// included). Required.
+	AdminTokens *auth.AdminTokens
+	// Audit receives an entry for every mutation and every denied
+	// request; nil records nothing.
+	Audit *auth.AuditLog
+	// Limiter blocks client addresses after repeated failed
+	// authentications; nil never blocks.
+	Limiter *auth.FailureLimiter
+	// Secrets stores secrets; nil answers 503 on the secrets routes.
+	Secrets *secrets.Service
 	// MaxWebhookBody bounds webhook bodies in bytes.
 	MaxWebhookBody int64
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 	// Metrics receives the webhook counters and serves GET /metrics; nil
-	// leaves /metrics unrouted.
+	// answers 404 there.
 	Metrics *metrics.Registry
 	// Scalers is the auto-scaler; nil when none is configured.
 	Scalers ScalerAdmin
@@ -59,7 +71,9 @@ type Server struct {
 	ws     http.Handler
 }
 
-// New builds the API. ws serves /ws (the agent endpoint).
+// New builds the API. ws serves /ws (the agent endpoint). It panics if a
+// route does not declare a valid access and, for admin-token routes, a
+// known permission: a programming error every test catches.
 func New(logger *slog.Logger, db *store.DB, pipe *pipeline.Pipeline, disp *dispatch.Dispatcher, logStore *logs.Store, tokens *auth.JobTokens, ws http.Handler, cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -69,56 +83,128 @@ func New(logger *slog.Logger, db *store.DB, pipe *pipeline.Pipeline, disp *dispa
 	}
 	s := &Server{log: logger, db: db, pipe: pipe, disp: disp, logs: logStore, tokens: tokens, cfg: cfg, mux: http.NewServeMux(), ws: ws}
 	for _, r := range s.routes() {
+		if err := r.check(); err != nil {
+			panic(err)
+		}
 		s.mux.Handle(r.pattern, s.guard(r))
-	}
-	if cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", cfg.Metrics.Handler()) // public, as CONTRACT.md says
 	}
 	return s
 }
 
-// access is who may call a route.
+// access is how a route authenticates its caller.
 type access int
 
 const (
-	public   access = iota // anyone (health, metrics)
-	signed                 // webhooks: checked by HMAC in the handler
-	jobToken               // an agent with the job token of a running job
-	admin                  // an admin token
+	public     access = iota // anyone (health, readiness, metrics)
+	signed                   // webhooks: an HMAC signature, checked by the handler
+	jobToken                 // a job token of a running job, checked by the handler
+	agentToken               // /ws: an agent token, checked by agentws
+	adminToken               // an admin token whose role has the route's permission
 )
 
+func (a access) String() string {
+	switch a {
+	case public:
+		return "public"
+	case signed:
+		return "signed"
+	case jobToken:
+		return "job-token"
+	case agentToken:
+		return "agent-token"
+	case adminToken:
+		return "admin-token"
+	}
+	return fmt.Sprintf("access(%d)", int(a))
+}
+
+// route is one entry of the route table. Its fields are positional in
+// routes(), so a route cannot leave its access or permission out.
 type route struct {
 	pattern string
 	access  access
+	// perm is the permission an adminToken route needs; "" for the others.
+	perm auth.Permission
+	// action names what the route does in the audit log, e.g.
+	// "secret.set"; "" for public routes.
+	action  string
 	handler http.HandlerFunc
+}
+
+// check reports a route whose declaration is incomplete.
+func (r route) check() error {
+	switch {
+	case r.access == adminToken && !r.perm.Valid():
+		return fmt.Errorf("api: route %q needs an admin token but declares no known permission (got %q)", r.pattern, r.perm)
+	case r.access != adminToken && r.perm != "":
+		return fmt.Errorf("api: route %q declares permission %q but does not take an admin token", r.pattern, r.perm)
+	case r.access < public || r.access > adminToken:
+		return fmt.Errorf("api: route %q has unknown access %d", r.pattern, r.access)
+	case r.access != public && r.action == "":
+		return fmt.Errorf("api: route %q has no audit action", r.pattern)
+	}
+	return nil
 }
 
 func (s *Server) routes() []route {
 	return []route{
-		{"GET /healthz", public, s.healthz},
-		{"GET /readyz", public, s.readyz},
-		{"GET /ws", public, s.ws.ServeHTTP}, // agent tokens are checked by agentws
-		{"POST /webhooks/github/{source}", signed, s.githubWebhook},
-		{"POST /webhooks/generic/{source}", signed, s.genericWebhook},
-		{"GET /api/v1/sources/{name}/archive/{sha}", jobToken, s.archive},
-		{"GET /api/v1/sources", admin, s.listSources},
-		{"POST /api/v1/sources", admin, s.createSource},
-		{"DELETE /api/v1/sources/{name}", admin, s.deleteSource},
-		{"POST /api/v1/sources/{name}/trigger", admin, s.trigger},
-		{"GET /api/v1/runs", admin, s.listRuns},
-		{"GET /api/v1/runs/{id}", admin, s.getRun},
-		{"POST /api/v1/runs/{id}/cancel", admin, s.cancelRun},
-		{"POST /api/v1/runs/{id}/rerun", admin, s.rerunRun},
-		{"GET /api/v1/runs/{id}/jobs/{job}/logs", admin, s.jobLogs},
-		{"GET /api/v1/runs/{id}/events", admin, s.runEvents},
-		{"GET /api/v1/queue", admin, s.queue},
-		{"GET /api/v1/agents", admin, s.agents},
-		{"POST /api/v1/agent-tokens", admin, s.createAgentToken},
-		{"GET /api/v1/scalers", admin, s.scalerStatus},
-		{"POST /api/v1/scalers/reload", admin, s.scalerReload},
-		{"GET /api/v1/scalers/orphans", admin, s.scalerOrphans},
-		{"POST /api/v1/scalers/orphans/stop", admin, s.scalerStopOrphans},
+		{"GET /healthz", public, "", "", s.healthz},
+		{"GET /readyz", public, "", "", s.readyz},
+		{"GET /metrics", public, "", "", s.metrics}, // public, as CONTRACT.md says
+		{"GET /ws", agentToken, "", "agent.connect", s.serveWS},
+		{"POST /webhooks/github/{source}", signed, "", "webhook.github", s.githubWebhook},
+		{"POST /webhooks/generic/{source}", signed, "", "webhook.generic", s.genericWebhook},
+		{"GET /api/v1/sources/{name}/archive/{sha}", jobToken, "", "source.archive", s.archive},
+		{"GET /api/v1/sources", adminToken, auth.ContextRead, "source.list", s.listSources},
+		{"POST /api/v1/sources", adminToken, auth.ContextCreate, "source.create", s.createSource},
+		{"DELETE /api/v1/sources/{name}", adminToken, auth.ContextDelete, "source.delete", s.deleteSource},
+		{"POST /api/v1/sources/{name}/trigger", adminToken, auth.RunTrigger, "run.trigger", s.trigger},
+		{"GET /api/v1/runs", adminToken, auth.RunRead, "run.list", s.listRuns},
+		{"GET /api/v1/runs/{id}", adminToken, auth.RunRead, "run.read", s.getRun},
+		{"POST /api/v1/runs/{id}/cancel", adminToken, auth.RunCancel, "run.cancel", s.cancelRun},
+		{"POST /api/v1/runs/{id}/rerun", adminToken, auth.RunTrigger, "run.rerun", s.rerunRun},
+		{"GET /api/v1/runs/{id}/jobs/{job}/logs", adminToken, auth.RunRead, "run.logs.read", s.jobLogs},
+		{"GET /api/v1/runs/{id}/events", adminToken, auth.RunRead, "run.events.read", s.runEvents},
+		{"GET /api/v1/queue", adminToken, auth.RunRead, "queue.list", s.queue},
+		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
+		{"POST /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.create", s.createAgentToken},
+		{"GET /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.list", s.listAgentTokens},
+		{"DELETE /api/v1/agent-tokens/{id}", adminToken, auth.TokenManage, "agent_token.revoke", s.revokeAgentToken},
+		{"POST /api/v1/tokens", adminToken, auth.TokenManage, "token.create", s.createAdminToken},
+		{"GET /api/v1/tokens", adminToken, auth.TokenManage, "token.list", s.listAdminTokens},
+		{"DELETE /api/v1/tokens/{id}", adminToken, auth.TokenManage, "token.revoke", s.revokeAdminToken},
+		{"GET /api/v1/secrets", adminToken, auth.SecretRead, "secret.list", s.listSecrets},
+		{"PUT /api/v1/secrets/{name}", adminToken, auth.SecretWrite, "secret.set", s.setSecret},
+		{"DELETE /api/v1/secrets/{name}", adminToken, auth.SecretDelete, "secret.delete", s.deleteSecret},
+		{"POST /api/v1/secrets/rotate-key", adminToken, auth.KeyRotate, "key.rotate", s.rotateKey},
+		{"GET /api/v1/audit", adminToken, auth.AuditRead, "audit.list", s.listAudit},
+		{"GET /api/v1/scalers", adminToken, auth.ScalerRead, "scaler.status", s.scalerStatus},
+		{"POST /api/v1/scalers/reload", adminToken, auth.ScalerManage, "scaler.reload", s.scalerReload},
+		{"GET /api/v1/scalers/orphans", adminToken, auth.ScalerRead, "scaler.orphans.list", s.scalerOrphans},
+		{"POST /api/v1/scalers/orphans/stop", adminToken, auth.ScalerManage, "scaler.orphans.stop", s.scalerStopOrphans},
 	}
+}
+
+// RouteInfo describes one route of the API, for tests and docs.
+type RouteInfo struct {
+	// Pattern is the net/http pattern, e.g. "GET /api/v1/runs/{id}".
+	Pattern string
+	// Access is public, signed, job-token, agent-token or admin-token.
+	Access string
+	// Permission is what an admin-token route needs; "" otherwise.
+	Permission auth.Permission
+	// Action names the route in the audit log.
+	Action string
+}
+
+// Routes lists every route the API serves, from the same table New
+// routes with.
+func Routes() []RouteInfo {
+	var out []RouteInfo
+	for _, r := range (&Server{}).routes() {
+		out = append(out, RouteInfo{Pattern: r.pattern, Access: r.access.String(), Permission: r.perm, Action: r.action})
+	}
+	return out
 }
 
 // ServeHTTP serves every route.
@@ -126,17 +212,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) guard(rt route) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if rt.access == admin && !s.adminAllowed(r) {
-			writeError(w, http.StatusUnauthorized, "admin token missing or invalid (send Authorization: Bearer <token>)")
-			return
-		}
-		if rt.access != public && rt.access != signed && r.Body != nil {
-			r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
-		}
-		rt.handler(w, r)
-	})
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) { s.ws.ServeHTTP(w, r) }
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Metrics == nil {
+		http.NotFound(w, r)
+		return
+	}
+	s.cfg.Metrics.Handler().ServeHTTP(w, r)
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"
@@ -147,14 +230,6 @@ func bearerToken(r *http.Request) (string, bool) {
 		return "", false
 	}
 	return token, true
-}
-
-func (s *Server) adminAllowed(r *http.Request) bool {
-	token, ok := bearerToken(r)
-	if !ok || token == "" || s.cfg.BootstrapAdminToken == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.BootstrapAdminToken)) == 1
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

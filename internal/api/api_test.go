@@ -10,8 +10,9 @@ import (
 	"github.com/kici-dev/kici/internal/apiv1"
 )
 
-// adminRoutes is every route that needs an admin token, with a body that
-// would be valid for it.
+// adminRoutes are routes that need an admin token, with a body that would
+// be valid for each, to try malformed Authorization headers on
+// (TestEveryRouteEnforcesItsAccess walks every route with every role).
 var adminRoutes = []struct {
 	method, path, body string
 }{

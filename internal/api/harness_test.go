@@ -46,10 +46,17 @@ var engines = []engine{
 // subtests of fn share that orchestrator, so each uses sources of its own.
 func forEachEngine(t *testing.T, fn func(t *testing.T, h *harness)) {
 	t.Helper()
+	forEachEngineWith(t, nil, fn)
+}
+
+// forEachEngineWith is forEachEngine with the orchestrators' configuration
+// changed by edit (when not nil).
+func forEachEngineWith(t *testing.T, edit func(*orchestrator.Config), fn func(t *testing.T, h *harness)) {
+	t.Helper()
 	for _, e := range engines {
 		t.Run(e.name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, startServer(t, e.databaseURL(t)))
+			fn(t, startServerWith(t, e.databaseURL(t), edit))
 		})
 	}
 }
@@ -62,9 +69,20 @@ type harness struct {
 	client  *http.Client
 }
 
+// testSecretKey is the KICI_SECRET_KEY of every test orchestrator.
+const testSecretKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
 // startServer runs a real orchestrator on a loopback port until the test
-// ends. No agent connects, so runs stay queued.
+// ends. No agent connects, so runs stay queued. Failed authentications
+// are not limited (the tests make many on purpose).
 func startServer(t *testing.T, databaseURL string) *harness {
+	t.Helper()
+	return startServerWith(t, databaseURL, nil)
+}
+
+// startServerWith is startServer with the configuration changed by edit
+// (when not nil) before the orchestrator starts.
+func startServerWith(t *testing.T, databaseURL string, edit func(*orchestrator.Config)) *harness {
 	t.Helper()
 	dataDir := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -74,6 +92,8 @@ func startServer(t *testing.T, databaseURL string) *harness {
 		DataDir:             dataDir,
 		DatabaseURL:         databaseURL,
 		BootstrapAdminToken: adminToken,
+		SecretKey:           testSecretKey,
+		AuthFailureLimit:    -1,
 		AgentAuth:           "none",
 		QueueTimeout:        0, // never: runs stay queued for the whole test
 		QueueSweepInterval:  time.Hour,
@@ -81,6 +101,9 @@ func startServer(t *testing.T, databaseURL string) *harness {
 		AgentRecoveryWindow: time.Minute,
 		DefaultJobTimeout:   time.Hour,
 		CancelGrace:         time.Second,
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	srv, err := orchestrator.New(t.Context(), logger, cfg)
 	if err != nil {

@@ -77,6 +77,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	audited(r, "run:"+id, "")
 	var in apiv1.CancelRequest
 	if r.ContentLength != 0 && !decodeJSON(w, r, &in) {
 		return
@@ -95,6 +96,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	audited(r, "run:"+id, "")
 	run, err := s.db.GetRun(r.Context(), id)
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
@@ -114,6 +116,7 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, fmt.Sprintf("rerun of %q", id), err)
 		return
 	}
+	audited(r, "", "new run "+child.ID)
 	writeJSON(w, http.StatusCreated, apiv1.RunRef{ID: child.ID, Workflow: child.Workflow})
 }
 

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/kici-dev/kici/internal/agentws"
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/pipeline"
 	"github.com/kici-dev/kici/internal/runstate"
@@ -60,6 +57,7 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &in) {
 		return
 	}
+	audited(r, "source:"+in.Name, fmt.Sprintf("kind %s", in.Kind))
 	if !sourceNameRE.MatchString(in.Name) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("source name %q: use 1 to 63 lower-case letters, digits, '.', '_' and '-'", in.Name))
 		return
@@ -111,6 +109,7 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	audited(r, "source:"+name, "")
 	if err := s.db.DeleteSource(r.Context(), name); err != nil {
 		s.storeError(w, fmt.Sprintf("source %q", name), err)
 		return
@@ -121,6 +120,7 @@ func (s *Server) deleteSource(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	audited(r, "source:"+name, "")
 	var in apiv1.TriggerRequest
 	if !decodeJSON(w, r, &in) {
 		return
@@ -163,7 +163,13 @@ func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 		s.pipelineError(w, name, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, triggerResponse(res))
+	out := triggerResponse(res)
+	runs := make([]string, len(out.Runs))
+	for i, run := range out.Runs {
+		runs[i] = run.ID
+	}
+	audited(r, "", fmt.Sprintf("%s %s: runs [%s]", ev.Kind, in.Ref, strings.Join(runs, ", ")))
+	writeJSON(w, http.StatusOK, out)
 }
 
 func triggerResponse(res pipeline.Result) apiv1.TriggerResponse {
@@ -225,33 +231,4 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 	if err := src.Archive(r.Context(), sha, w); err != nil {
 		s.log.Error("archive failed", "source", name, "sha", sha, "error", err)
 	}
-}
-
-func (s *Server) createAgentToken(w http.ResponseWriter, r *http.Request) {
-	var in apiv1.AgentTokenRequest
-	if !decodeJSON(w, r, &in) {
-		return
-	}
-	for _, l := range in.Labels {
-		if l == "" || strings.ContainsAny(l, ", \t\n") || strings.HasPrefix(l, "kici:") {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("label %q: labels are non-empty, hold no spaces or commas, and kici: is reserved", l))
-			return
-		}
-	}
-	buf := make([]byte, 24)
-	if _, err := rand.Read(buf); err != nil {
-		writeError(w, http.StatusInternalServerError, "generate token")
-		return
-	}
-	token := "kat_" + hex.EncodeToString(buf)
-	labels := in.Labels
-	if labels == nil {
-		labels = []string{}
-	}
-	row, err := s.db.CreateAgentToken(r.Context(), store.AgentToken{Hash: agentws.HashToken(token), Labels: labels})
-	if err != nil {
-		s.storeError(w, "agent token", err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, apiv1.AgentToken{ID: row.ID, Token: token, Labels: labels})
 }

@@ -195,13 +195,153 @@ type AgentList struct {
 
 // AgentTokenRequest is POST /api/v1/agent-tokens.
 type AgentTokenRequest struct {
+	// Labels are the labels an agent using the token may register with;
+	// empty allows any.
 	Labels []string `json:"labels"`
+	// ExpiresIn is how long the token is valid, as a Go duration ("720h");
+	// empty means it never expires.
+	ExpiresIn string `json:"expires_in,omitempty"`
 }
 
 // AgentToken is the answer to AgentTokenRequest: the token is shown only
 // this once.
 type AgentToken struct {
+	ID        string     `json:"id"`
+	Token     string     `json:"token"`
+	Labels    []string   `json:"labels"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// AgentTokenInfo is one element of GET /api/v1/agent-tokens: never the
+// token itself.
+type AgentTokenInfo struct {
 	ID     string   `json:"id"`
-	Token  string   `json:"token"`
 	Labels []string `json:"labels"`
+	// CreatedBy is the ID of the admin token that created it, or
+	// "bootstrap".
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+	// Agents is how many connected agents use it now.
+	Agents int `json:"connected_agents"`
+}
+
+// AgentTokenList is GET /api/v1/agent-tokens.
+type AgentTokenList struct {
+	Tokens []AgentTokenInfo `json:"tokens"`
+}
+
+// AgentTokenRevoked is the answer to DELETE /api/v1/agent-tokens/{id}.
+type AgentTokenRevoked struct {
+	ID string `json:"id"`
+	// Disconnected is how many live agents using the token were
+	// disconnected (close code 4010).
+	Disconnected int `json:"disconnected"`
+}
+
+// AdminTokenRequest is POST /api/v1/tokens.
+type AdminTokenRequest struct {
+	// Name says whose or what the token is.
+	Name string `json:"name"`
+	// Role is owner, admin or auditor.
+	Role string `json:"role"`
+	// ExpiresIn is how long the token is valid, as a Go duration;
+	// empty means it never expires.
+	ExpiresIn string `json:"expires_in,omitempty"`
+}
+
+// AdminToken is an admin token. Token is set only in the answer to
+// AdminTokenRequest: it is shown only that once.
+type AdminToken struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	Token string `json:"token,omitempty"`
+	// Prefix is the start of the token, to recognise it by.
+	Prefix string `json:"prefix"`
+	// CreatedBy is the ID of the token that created it, or "bootstrap".
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+}
+
+// AdminTokenList is GET /api/v1/tokens.
+type AdminTokenList struct {
+	Tokens []AdminToken `json:"tokens"`
+}
+
+// SecretRequest is PUT /api/v1/secrets/{name}?source=S.
+type SecretRequest struct {
+	Value string `json:"value"`
+}
+
+// Secret is a secret's metadata. No answer of the API ever carries a
+// secret's value.
+type Secret struct {
+	Name string `json:"name"`
+	// Source is the one source whose jobs may receive it; "" for every
+	// source.
+	Source    string    `json:"source"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// UpdatedBy is the ID of the admin token that last set it.
+	UpdatedBy string `json:"updated_by"`
+	// KeyVersion is the generation of the key it is sealed under.
+	KeyVersion int `json:"key_version"`
+}
+
+// SecretList is GET /api/v1/secrets.
+type SecretList struct {
+	Secrets []Secret `json:"secrets"`
+}
+
+// RotateKeyRequest is POST /api/v1/secrets/rotate-key.
+type RotateKeyRequest struct {
+	// NewKey is the new secret key: 64 hex digits.
+	NewKey string `json:"new_key"`
+}
+
+// RotateKeyResponse is what a key rotation did.
+type RotateKeyResponse struct {
+	// Resealed is how many secrets were re-encrypted.
+	Resealed   int `json:"resealed"`
+	KeyVersion int `json:"key_version"`
+	// Fingerprint names the new key without revealing it.
+	Fingerprint string `json:"fingerprint"`
+	// KeyFile is the key file now holding the new key; empty when the key
+	// comes from KICI_SECRET_KEY.
+	KeyFile string `json:"key_file,omitempty"`
+	// Note says what the operator must do next.
+	Note string `json:"note"`
+}
+
+// AuditEntry is one element of GET /api/v1/audit.
+type AuditEntry struct {
+	ID   string    `json:"id"`
+	Time time.Time `json:"time"`
+	// ActorType is admin_token, bootstrap, agent_token, job_token,
+	// scaler_agent or anonymous.
+	ActorType string `json:"actor_type"`
+	ActorID   string `json:"actor_id,omitempty"`
+	ActorName string `json:"actor_name,omitempty"`
+	Role      string `json:"role,omitempty"`
+	// Action names what was attempted, e.g. "secret.set".
+	Action string `json:"action"`
+	Target string `json:"target,omitempty"`
+	// Outcome is allowed, denied or failed.
+	Outcome    string `json:"outcome"`
+	Status     int    `json:"status,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+	ClientAddr string `json:"client_addr,omitempty"`
+}
+
+// AuditList is GET /api/v1/audit?actor=&action=&outcome=&since=&before=&limit=,
+// newest first. Next, when set, is the before= of the next page.
+type AuditList struct {
+	Entries []AuditEntry `json:"entries"`
+	Next    string       `json:"next,omitempty"`
 }

@@ -1,6 +1,3 @@
-// Package auth holds kici's credentials: job tokens today (admin tokens,
-// roles and permissions arrive with the operators' issue). A *JobTokens is
-// safe for concurrent use.
 package auth
 
 import (

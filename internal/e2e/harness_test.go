@@ -25,6 +25,9 @@ import (
 	"github.com/kici-dev/kici/internal/testsvc"
 )
 
+// testSecretKey is the KICI_SECRET_KEY of every test orchestrator.
+const testSecretKey = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+
 // binDir holds the binaries built once for the whole package.
 var binDir string
 
@@ -71,6 +74,26 @@ type orchestrator struct {
 	env     []string
 	cmd     *exec.Cmd
 	done    chan struct{}
+	// output is everything the process wrote, across restarts.
+	output syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -100,6 +123,7 @@ func startOrchestratorAt(t *testing.T, addr, dbURL string, env ...string) *orche
 		"KICI_DATA_DIR=" + o.dataDir,
 		"KICI_DATABASE_URL=" + dbURL,
 		"KICI_BOOTSTRAP_ADMIN_TOKEN=" + o.token,
+		"KICI_SECRET_KEY=" + testSecretKey,
 		"KICI_LOG_FORMAT=text",
 		"KICI_LOG_LEVEL=debug",
 		"KICI_DISPATCH_ACK_TIMEOUT_MS=3000",
@@ -115,7 +139,7 @@ func (o *orchestrator) start() {
 	t.Helper()
 	o.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"), "serve")
 	o.cmd.Env = append(minimalEnv(), o.env...)
-	o.cmd.Stdout = &testWriter{t: t, prefix: "orchestrator: "}
+	o.cmd.Stdout = io.MultiWriter(&testWriter{t: t, prefix: "orchestrator: "}, &o.output)
 	o.cmd.Stderr = o.cmd.Stdout
 	if err := o.cmd.Start(); err != nil {
 		t.Fatal(err)

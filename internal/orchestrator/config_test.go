@@ -31,6 +31,15 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "auth none on loopback", env: map[string]string{"KICI_AGENT_AUTH": "none", "KICI_HTTP_ADDR": "127.0.0.1:4000"}},
 		{name: "bad database url", env: map[string]string{"KICI_DATABASE_URL": "mysql://x"}, wantErr: "want a postgres:// URL"},
 		{name: "bad public url", env: map[string]string{"KICI_PUBLIC_URL": "ftp://x"}, wantErr: "KICI_PUBLIC_URL"},
+		{name: "postgres needs a secret key", env: map[string]string{"KICI_DATABASE_URL": "postgres://db/kici"}, wantErr: "KICI_SECRET_KEY: required with PostgreSQL"},
+		{name: "postgres with a secret key", env: map[string]string{"KICI_DATABASE_URL": "postgres://db/kici", "KICI_SECRET_KEY": strings.Repeat("0f", 32)}},
+		{name: "bad secret key", env: map[string]string{"KICI_SECRET_KEY": "letmein"}, wantErr: "KICI_SECRET_KEY: want 64 hex digits"},
+		{name: "auth failure limit", env: map[string]string{"KICI_AUTH_FAILURE_LIMIT": "-1"}, check: func(t *testing.T, c Config) {
+			if c.AuthFailureLimit != -1 {
+				t.Errorf("got AuthFailureLimit %d, want -1", c.AuthFailureLimit)
+			}
+		}},
+		{name: "bad auth failure limit", env: map[string]string{"KICI_AUTH_FAILURE_LIMIT": "many"}, wantErr: `KICI_AUTH_FAILURE_LIMIT="many"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

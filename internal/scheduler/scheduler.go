@@ -246,6 +246,12 @@ func (s *Scheduler) publish(events []apiv1.Event) {
 }
 
 func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]apiv1.Event, error) {
+	// Serialise the advances of one run: each must see the jobs the
+	// others ended, or the run's last two jobs, ending together, could
+	// each leave the run to the other.
+	if err := tx.LockRun(ctx, runID); err != nil {
+		return nil, err
+	}
 	run, err := tx.GetRun(ctx, runID)
 	if err != nil {
 		return nil, err

@@ -13,8 +13,12 @@ type AgentToken struct {
 	ID string
 	// Hash is the token's hash, unique among tokens.
 	Hash string
-	// Labels are the labels an agent using the token carries.
-	Labels    []string
+	// Labels are the labels an agent using the token may register with;
+	// empty means any label.
+	Labels []string
+	// CreatedBy is the ID of the admin token that created this one, or
+	// "bootstrap"; empty for tokens made before it was recorded.
+	CreatedBy string
 	CreatedAt time.Time
 	// ExpiresAt is nil for a token that never expires.
 	ExpiresAt  *time.Time
@@ -22,20 +26,20 @@ type AgentToken struct {
 	LastUsedAt *time.Time
 }
 
-const agentTokenColumns = "id, hash, labels, created_at, expires_at, revoked_at, last_used_at"
+const agentTokenColumns = "id, hash, labels, created_by, created_at, expires_at, revoked_at, last_used_at"
 
 func scanAgentToken(row interface{ Scan(...any) error }) (AgentToken, error) {
 	var t AgentToken
-	err := row.Scan(&t.ID, &t.Hash, jsonCol[[]string]{&t.Labels}, timeCol{&t.CreatedAt},
+	err := row.Scan(&t.ID, &t.Hash, jsonCol[[]string]{&t.Labels}, &t.CreatedBy, timeCol{&t.CreatedAt},
 		nullTimeCol{&t.ExpiresAt}, nullTimeCol{&t.RevokedAt}, nullTimeCol{&t.LastUsedAt})
 	return t, err
 }
 
-// CreateAgentToken stores a token (ID, Hash, Labels and ExpiresAt are
-// used) and returns it as stored. A hash or ID that exists gives
+// CreateAgentToken stores a token (ID, Hash, Labels, CreatedBy and
+// ExpiresAt are used) and returns it as stored. A hash or ID that exists gives
 // ErrConflict.
 func (q *queries) CreateAgentToken(ctx context.Context, t AgentToken) (AgentToken, error) {
-	out := AgentToken{ID: t.ID, Hash: t.Hash, Labels: t.Labels, CreatedAt: q.clock.Now()}
+	out := AgentToken{ID: t.ID, Hash: t.Hash, Labels: t.Labels, CreatedBy: t.CreatedBy, CreatedAt: q.clock.Now()}
 	if out.ID == "" {
 		out.ID = NewID()
 	}
@@ -46,8 +50,8 @@ func (q *queries) CreateAgentToken(ctx context.Context, t AgentToken) (AgentToke
 		out.ExpiresAt = new(normTime(*t.ExpiresAt))
 	}
 	_, err := q.exec(ctx,
-		"INSERT INTO agent_tokens ("+agentTokenColumns+") VALUES (?, ?, ?, ?, ?, NULL, NULL)",
-		out.ID, out.Hash, stringsArg(out.Labels), timeArg(out.CreatedAt), nullTimeArg(out.ExpiresAt))
+		"INSERT INTO agent_tokens ("+agentTokenColumns+") VALUES (?, ?, ?, ?, ?, ?, NULL, NULL)",
+		out.ID, out.Hash, stringsArg(out.Labels), out.CreatedBy, timeArg(out.CreatedAt), nullTimeArg(out.ExpiresAt))
 	if err != nil {
 		return AgentToken{}, fmt.Errorf("create agent token %q: %w", out.ID, classify(err))
 	}

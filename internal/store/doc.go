@@ -2,7 +2,9 @@
 // $KICI_DATA_DIR/kici.db) or a PostgreSQL server (KICI_DATABASE_URL), behind
 // one set of queries, migrations and transactions. It holds sources, runs
 // with their jobs, steps and needs edges, the dispatch queue, the webhook
-// delivery log and dedup records, and agent tokens.
+// delivery log and dedup records, agent and admin tokens (hashes only),
+// secrets (sealed by the secrets package; the store never sees a value)
+// with their key check, and the audit log.
 //
 // The orchestrator's domain packages (queue, tracker, scheduler, pipeline,
 // auth) and cmd/kici-orchestrator import it; the agent, the dashboard and

@@ -57,7 +57,7 @@ func TestMigrateEmptyDatabaseToHead(t *testing.T) {
 				t.Fatalf("migrate again: %v", err)
 			}
 			for _, table := range []string{"sources", "runs", "jobs", "steps", "job_needs", "dispatch_queue",
-				"webhook_events", "delivery_dedup", "agent_tokens"} {
+				"webhook_events", "delivery_dedup", "agent_tokens", "job_events", "admin_tokens", "secrets", "secret_key_check", "audit_log"} {
 				if got := countRows(t, db, table); got != 0 {
 					t.Errorf("got %d rows in %s, want 0", got, table)
 				}

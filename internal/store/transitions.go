@@ -203,3 +203,22 @@ func (q *queries) ResetJobSeq(ctx context.Context, jobID string) error {
 	}
 	return nil
 }
+
+// LockRun serialises the transactions that advance one run: it takes the
+// run row's lock (SELECT … FOR UPDATE on PostgreSQL) until the
+// transaction ends. Without it, two transactions that each end one of a
+// run's last jobs could each see the other job still running, and neither
+// would end the run. SQLite has a single writer, so there it only checks
+// that the run exists. A missing run gives ErrNotFound.
+func (tx *Tx) LockRun(ctx context.Context, runID string) error {
+	lock := ""
+	if tx.d.numbered {
+		lock = " FOR UPDATE"
+	}
+	var id string
+	err := tx.queryRow(ctx, "SELECT id FROM runs WHERE id = ?"+lock, runID).Scan(&id)
+	if err != nil {
+		return fmt.Errorf("lock run %q: %w", runID, classify(err))
+	}
+	return nil
+}

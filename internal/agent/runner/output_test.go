@@ -40,6 +40,15 @@ func TestOutput(t *testing.T) {
 			want:   []string{"token *** end", strings.Repeat("x", runner.MaxLineBytes-3), "***tail"},
 		},
 		{
+			// A step that prints a secret in pieces (two writes, which the
+			// agent may read and batch into log chunks far apart) still
+			// gets it masked: lines are masked whole, before batching.
+			name:   "a secret split across two writes is masked",
+			writes: []string{"before s3cr", "3t-VALUE after\n", "s3cr3t-", "VALUE"},
+			masks:  []string{secret},
+			want:   []string{"before *** after", "***"},
+		},
+		{
 			name:   "each line of a multi-line secret is masked",
 			writes: []string{"first-line and second-line\n"},
 			masks:  []string{"first-line\nsecond-line\n"},

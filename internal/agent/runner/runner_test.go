@@ -168,6 +168,17 @@ func TestSteps(t *testing.T) {
 			wantLines: map[int][]string{0: {"A=dispatch B=event C=job D=step E=*** TOKEN=*** CI=true"}},
 		},
 		{
+			name: "a secret printed in two pieces is masked",
+			spec: func(t *testing.T) runner.JobSpec {
+				s := dirJob(t, workflow.Step{Run: `printf '%s' "${TOKEN:0:4}"; sleep 0.1; printf '%s\n' "${TOKEN:4}"; printf 'x%s' "$TOKEN"`})
+				s.Secrets = map[string]string{"TOKEN": "tok-123456"}
+				return s
+			},
+			want:      []runner.Status{runner.StatusSuccess},
+			wantRes:   runner.StatusSuccess,
+			wantLines: map[int][]string{0: {"***", "x***"}},
+		},
+		{
 			name: "if reads env, matrix, event and inputs",
 			spec: func(t *testing.T) runner.JobSpec {
 				s := dirJob(t,
