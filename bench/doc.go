@@ -1,0 +1,37 @@
+// Command bench measures kici end to end on the machine it runs on, with
+// real kici-orchestrator and kici-agent processes (built from this tree)
+// talking real HTTP and WebSocket over 127.0.0.1, on SQLite and on
+// PostgreSQL. docs/benchmarks.md ("End to end: latency, dispatch,
+// throughput, memory") explains each method and holds the measured numbers.
+//
+//	go run ./bench                        # everything, one table
+//	go run ./bench -o json                # the same as JSON
+//	go run ./bench -runs 50 -jobs 200     # smaller counts (-h lists the flags)
+//	go run ./bench -only latency,rss      # some benchmarks only
+//	go run ./bench -profile /tmp/prof     # also CPU-profile an in-process orchestrator
+//
+// What it measures:
+//
+//   - latency: POST /trigger of a one-job workflow (`run: "true"`) until
+//     the run's SSE stream (GET /api/v1/runs/{id}/events) says success, with
+//     one connected kici-agent; sequential runs, median and p99, plus a
+//     breakdown of where the time goes taken from the processes' JSON logs.
+//   - dispatch: a job's enqueued_at (the queue row the orchestrator writes,
+//     microseconds, wall clock) until a protocol-speaking agent inside this
+//     process has read the job.dispatch frame off its WebSocket.
+//   - throughput: N one-step jobs (a matrix workflow triggered several
+//     times, -widths jobs per run) through 8 agents, first trigger to the
+//     last job's success event; with real kici-agent processes and with
+//     in-process protocol agents that finish each job at once (the
+//     orchestrator's own ceiling). It also counts runs left "running"
+//     after all their jobs succeeded (a PostgreSQL race, see the doc).
+//   - rss: VmRSS of an idle orchestrator (SQLite) and of an idle, connected
+//     agent, from /proc/<pid>/status.
+//
+// It must run from the repository root (it builds ./cmd/...). Every child
+// process is stopped when it ends, and with -timeout the whole run is
+// bounded. The PostgreSQL variants create a schema bench_<random> in the
+// database of -pg and drop it afterwards.
+//
+// Only this command uses the package; nothing imports it.
+package main
