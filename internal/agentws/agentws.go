@@ -283,8 +283,12 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		}
 		seq, err := h.disp.Apply(ctx, a, m)
 		if err != nil {
-			log.Error("apply agent message failed", "type", m.Type(), "error", err)
-			continue // not acknowledged: the agent will replay it
+			// Not applied and not acknowledged. The agent replays what was
+			// not acknowledged when it reconnects, so close the connection
+			// rather than leave the job stalled behind a lost message.
+			log.Error("apply agent message failed; closing so the agent replays", "type", m.Type(), "error", err)
+			c.Close(int(websocket.StatusInternalError), "message not applied; reconnect and replay")
+			return
 		}
 		if seq > 0 {
 			jobID, _ := m.(protocol.JobScoped).JobSeq()

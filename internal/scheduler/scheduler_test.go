@@ -222,3 +222,51 @@ func TestRootJobsStartQueuedAndQueueRowsExist(t *testing.T) {
 		}
 	})
 }
+
+// TestLastJobsEndingTogetherEndTheRun: two transactions each ending one
+// of a run's last two jobs at the same moment must not each leave the run
+// to the other (it stayed running on PostgreSQL before advance locked the
+// run row).
+func TestLastJobsEndingTogetherEndTheRun(t *testing.T) {
+	t.Parallel()
+	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
+		s := New(slog.New(slog.NewTextHandler(t.Output(), nil)), db, Config{}, nil, nil)
+		wf := compile(t, "on: {push: {}}\njobs:\n  a: {steps: [{run: x}]}\n  b: {steps: [{run: x}]}\n")
+		for round := 0; round < 15; round++ {
+			run, err := s.CreateRun(t.Context(), RunInput{Source: "src", Workflow: wf, Event: trigger.PushEvent("main", "abc")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range run.Jobs {
+				for _, st := range []store.JobStatus{store.JobDispatched, store.JobRunning} {
+					if _, err := db.UpdateJobStatus(t.Context(), store.JobTransition{ID: j.ID, From: runstate.JobFrom(st), To: st}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			start := make(chan struct{})
+			errs := make(chan error, len(run.Jobs))
+			for _, j := range run.Jobs {
+				go func() {
+					<-start
+					errs <- db.Tx(t.Context(), func(tx *store.Tx) error {
+						if _, err := tx.UpdateJobStatus(t.Context(), store.JobTransition{ID: j.ID, From: runstate.JobFrom(store.JobSuccess), To: store.JobSuccess}); err != nil {
+							return err
+						}
+						_, err := s.AdvanceTx(t.Context(), tx, run.ID)
+						return err
+					})
+				}()
+			}
+			close(start)
+			for range run.Jobs {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if st, _ := statuses(t, db, run.ID); st != store.RunSuccess {
+				t.Fatalf("round %d: run is %s after both jobs succeeded, want success", round, st)
+			}
+		}
+	})
+}

@@ -205,15 +205,17 @@ func (q *queries) ResetJobSeq(ctx context.Context, jobID string) error {
 }
 
 // LockRun serialises the transactions that advance one run: it takes the
-// run row's lock (SELECT … FOR UPDATE on PostgreSQL) until the
-// transaction ends. Without it, two transactions that each end one of a
+// run row's lock (SELECT … FOR NO KEY UPDATE on PostgreSQL) until the
+// transaction ends. NO KEY UPDATE, not UPDATE: rows that reference the
+// run (queue rows, jobs) take KEY SHARE locks on it, and two transactions
+// each holding one and asking for FOR UPDATE deadlock. Without it, two transactions that each end one of a
 // run's last jobs could each see the other job still running, and neither
 // would end the run. SQLite has a single writer, so there it only checks
 // that the run exists. A missing run gives ErrNotFound.
 func (tx *Tx) LockRun(ctx context.Context, runID string) error {
 	lock := ""
 	if tx.d.numbered {
-		lock = " FOR UPDATE"
+		lock = " FOR NO KEY UPDATE"
 	}
 	var id string
 	err := tx.queryRow(ctx, "SELECT id FROM runs WHERE id = ?"+lock, runID).Scan(&id)
