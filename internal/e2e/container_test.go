@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -166,13 +167,14 @@ jobs:
 	})
 }
 
-// TestRestartReapsOwnContainersOnly: the orchestrator dies with SIGKILL
-// while three containers run jobs; after a restart its containers are
-// gone within 30 s, and a container labelled with another orchestrator
+// TestRestartAdoptsOrReapsOwnContainersOnly: the orchestrator dies with
+// SIGKILL while three containers run jobs; after a restart each of its
+// containers is adopted (tracked again, its agent reconnected) or gone
+// within 30 s, and a container labelled with another orchestrator
 // instance's id is untouched.
-func TestRestartReapsOwnContainersOnly(t *testing.T) {
+func TestRestartAdoptsOrReapsOwnContainersOnly(t *testing.T) {
 	t.Parallel()
-	o := containerScalerOrchestrator(t, 3, "KICI_AGENT_RECOVERY_WINDOW_MS=2000")
+	o := containerScalerOrchestrator(t, 3)
 	o.addRepo(t, map[string]string{"ci.yml": `
 on: {push: {}}
 jobs:
@@ -209,14 +211,38 @@ jobs:
 	o.kill()
 	o.start()
 	restarted := time.Now()
-	waitFor(t, 30*time.Second, "this instance's containers to be reaped", func() bool { return len(containersOf(t, own)) == 0 })
-	t.Logf("containers reaped %s after the restart", time.Since(restarted).Round(time.Millisecond))
+	waitFor(t, 30*time.Second, "each container of this instance to be adopted or reaped", func() bool {
+		var orphans struct {
+			Compute []struct {
+				AgentID string `json:"agent_id"`
+				Tracked bool   `json:"tracked"`
+			} `json:"compute"`
+		}
+		o.api(t, "GET", "/api/v1/scalers/orphans", nil, &orphans, http.StatusOK)
+		out, err := docker(t, "ps", "-q", "--filter", "label="+own)
+		if err != nil {
+			t.Fatalf("docker ps: %v: %s", err, out)
+		}
+		live := len(strings.Fields(out))
+		tracked := 0
+		for _, c := range orphans.Compute {
+			if c.Tracked {
+				tracked++
+			}
+		}
+		return tracked == live
+	})
+	t.Logf("containers adopted or reaped %s after the restart", time.Since(restarted).Round(time.Millisecond))
 	state, err := docker(t, "inspect", "-f", "{{.State.Running}}", foreign)
 	if err != nil || state != "true" {
 		t.Errorf("the other instance's container: running=%q (%v), want it untouched and running", state, err)
 	}
+	// The adopted agents still hold their jobs: cancelling the run reaches
+	// them, and their containers go.
+	o.api(t, "POST", "/api/v1/runs/"+id+"/cancel", map[string]bool{"force": true}, nil, http.StatusOK)
 	r := o.waitRun(t, id, 60*time.Second, "run to end", ended)
-	if r.Status != "failure" {
-		t.Errorf("run after its agents were reaped: got %s, want failure (agent lost)", r.Status)
+	if r.Status != "cancelled" && r.Status != "failure" {
+		t.Errorf("run after the restart: got %s, want cancelled (or failure for a reaped agent)", r.Status)
 	}
+	waitFor(t, 30*time.Second, "this instance's containers to be gone", func() bool { return len(containersOf(t, own)) == 0 })
 }

@@ -361,3 +361,44 @@ func parentOf(pid int) int {
 	ppid, _ := strconv.Atoi(fields[1])
 	return ppid
 }
+
+// TestOrchestratorRestartAdoptsBareMetalAgent: the orchestrator dies with
+// SIGKILL while a spawned bare-metal agent runs a job; after the restart
+// the agent reconnects, is adopted, and finishes the job.
+func TestOrchestratorRestartAdoptsBareMetalAgent(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, dbURL string) {
+		cfg := writeScalers(t, fmt.Sprintf(`
+version: 1
+scalers:
+  - name: metal
+    type: bare-metal
+    maxAgents: 1
+    labelSets:
+      - labels: [linux, adopt]
+        binaryPath: %s
+`, agentBin()))
+		marks := t.TempDir()
+		o := startOrchestrator(t, dbURL, "KICI_SCALER_CONFIG_PATH="+cfg)
+		o.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
+on: {push: {}}
+jobs:
+  held:
+    runs-on: [adopt]
+    steps: [{run: "touch %[1]s/started; while [ ! -e %[1]s/go ]; do sleep 0.02; done; echo finished"}]
+`, marks)})
+		id := o.push(t)
+		waitFor(t, 30*time.Second, "the job to start", func() bool { return fileExists(filepath.Join(marks, "started")) })
+		o.kill()
+		o.start()
+		if err := touch(filepath.Join(marks, "go")); err != nil {
+			t.Fatal(err)
+		}
+		r := o.waitRun(t, id, 60*time.Second, "run to end", ended)
+		j := job(t, r, "held")
+		if r.Status != "success" || !strings.HasPrefix(j.AgentID, "scaler-bare-metal-") {
+			t.Fatalf("run %s, job %s on %q (%s): want success on the adopted agent", r.Status, j.Status, j.AgentID, j.Error)
+		}
+		waitFor(t, 15*time.Second, "the adopted agent's process to be gone", func() bool { return len(agentProcesses(t, j.AgentID)) == 0 })
+	})
+}

@@ -25,8 +25,9 @@ type scalers struct {
 	instance string
 	manager  *scaler.Manager
 
-	mu   sync.Mutex // serialises reloads
-	file *config.File
+	mu       sync.Mutex // serialises reloads
+	file     *config.File
+	tokenKey []byte
 }
 
 // defaultAgentURL is the URL scaler agents dial when their scaler sets no
@@ -60,7 +61,11 @@ func (s *Server) startScalers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sc := &scalers{s: s, path: s.cfg.ScalerConfigPath, instance: instance, file: file}
+	key, err := loadKey(filepath.Join(s.cfg.DataDir, "scaler-token.key"))
+	if err != nil {
+		return err
+	}
+	sc := &scalers{s: s, path: s.cfg.ScalerConfigPath, instance: instance, file: file, tokenKey: key}
 	backends := map[string]scaler.Backend{}
 	for _, c := range file.Scalers {
 		b, err := sc.build(ctx, c)
@@ -75,6 +80,15 @@ func (s *Server) startScalers(ctx context.Context) error {
 	if err != nil {
 		closeAll(backends)
 		return err
+	}
+	// Adopt what a previous process spawned and still runs; only then
+	// reap this instance's leftovers, sparing the adopted.
+	adopted, err := m.Recover(ctx)
+	if err != nil {
+		s.log.Warn("recover scaler agents failed", "error", err)
+	}
+	for name, b := range backends {
+		sc.reapLater(ctx, name, b, adopted)
 	}
 	sc.manager = m
 	s.scalers = sc
@@ -98,6 +112,8 @@ func closeAll(backends map[string]scaler.Backend) {
 
 func (sc *scalers) managerConfig(file *config.File) scaler.Config {
 	cfg := file.ManagerConfig()
+	cfg.TokenKey = sc.tokenKey
+	cfg.State = spawnStore{sc.s.db}
 	for i := range cfg.Scalers {
 		if cfg.Scalers[i].OrchestratorURL == "" {
 			cfg.Scalers[i].OrchestratorURL = sc.s.defaultAgentURL()
@@ -123,19 +139,28 @@ func (sc *scalers) build(ctx context.Context, c config.Scaler) (scaler.Backend, 
 		if err != nil {
 			return nil, fmt.Errorf("scaler %q: %w", c.Name, err)
 		}
-		// Reap in the background: stopping containers takes their stop
-		// grace, and the orchestrator should serve meanwhile.
-		go func() {
-			reaped, err := b.ReapLeftovers(context.WithoutCancel(ctx), nil)
-			if err != nil {
-				log.Warn("reap leftover containers failed", "error", err)
-			} else if len(reaped) > 0 {
-				log.Info("leftover containers reaped", "agents", reaped)
-			}
-		}()
 		return b, nil
 	}
 	return nil, fmt.Errorf("scaler %q: unknown type %q", c.Name, c.Type)
+}
+
+// reapLater removes, in the background, the compute this instance left
+// behind for a scaler that was not adopted: stopping containers takes
+// their stop grace, and the orchestrator should serve meanwhile.
+func (sc *scalers) reapLater(ctx context.Context, name string, b scaler.Backend, keep []string) {
+	r, ok := b.(scaler.Reaper)
+	if !ok {
+		return
+	}
+	log := sc.s.log.With("scaler", name)
+	go func() {
+		reaped, err := r.ReapLeftovers(context.WithoutCancel(ctx), keep)
+		if err != nil {
+			log.Warn("reap leftover compute failed", "error", err)
+		} else if len(reaped) > 0 {
+			log.Info("leftover compute reaped", "agents", reaped)
+		}
+	}()
 }
 
 // Reload re-reads the configuration and applies it all or nothing.
@@ -175,6 +200,7 @@ func (sc *scalers) reload(ctx context.Context) (scaler.ReloadResult, error) {
 					closeAll(built)
 					return scaler.ReloadResult{}, err
 				}
+				sc.reapLater(ctx, c.Name, b, nil)
 				built[c.Name] = b
 			}
 		}

@@ -77,6 +77,12 @@ type Config struct {
 	// WarmTick is how often warm pools are topped up and trimmed; 0
 	// means 30 s.
 	WarmTick time.Duration
+	// TokenKey signs the single-use tokens of spawned agents; keep it
+	// across restarts so adopted agents can reconnect. Nil means a random
+	// key (no adoption).
+	TokenKey []byte
+	// State keeps spawn records across restarts; nil keeps none.
+	State StateStore
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -136,6 +142,7 @@ type Manager struct {
 	closing  bool
 	spawnWG  sync.WaitGroup
 	tokenKey []byte
+	state    StateStore
 }
 
 type scalerState struct {
@@ -175,11 +182,14 @@ type spawn struct {
 // New builds a manager over the given backends (by scaler name). Backends
 // for scalers not in cfg are ignored.
 func New(logger *slog.Logger, cfg Config, backends map[string]Backend, sink Sink) (*Manager, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
+	key := cfg.TokenKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
 	}
-	m := &Manager{log: logger, sink: sink, agents: map[string]*spawn{}, byJob: map[string]string{}, tokenKey: key}
+	m := &Manager{log: logger, sink: sink, agents: map[string]*spawn{}, byJob: map[string]string{}, tokenKey: key, state: cfg.State}
 	if err := m.install(cfg, backends); err != nil {
 		return nil, err
 	}
@@ -426,6 +436,7 @@ func (m *Manager) run(ctx context.Context, st *scalerState, sp *spawn) {
 		m.releaseFailed(st, sp, "agent failed before the spawn finished")
 		return
 	}
+	m.persist(sp)
 	m.log.Info("agent spawned", "scaler", sp.scaler, "agent_id", sp.agentID, "job_id", sp.jobID, "run_id", sp.runID, "took", m.cfg.Now().Sub(start))
 }
 
@@ -471,6 +482,7 @@ func (m *Manager) forgetLocked(sp *spawn) {
 		return
 	}
 	delete(m.agents, sp.agentID)
+	m.unpersist(sp.agentID)
 	if m.byJob[sp.jobID] == sp.agentID {
 		delete(m.byJob, sp.jobID)
 	}
@@ -588,6 +600,7 @@ func (m *Manager) OnAgentRegistered(agentID, token string) (Registration, error)
 	if r, ok := backend.(Registrar); ok {
 		r.MarkRegistered(agentID)
 	}
+	m.persist(sp)
 	return reg, nil
 }
 
