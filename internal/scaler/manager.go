@@ -54,6 +54,9 @@ type ScalerConfig struct {
 	MandatoryLabels []string
 	// WarmPool keeps idle agents ready; zero Size means none.
 	WarmPool WarmPool
+	// ResourceCap caps the sum of the requests of the scaler's agents;
+	// a zero field means no cap on that dimension.
+	ResourceCap Spec
 }
 
 // WarmPool is a target of idle agents kept per label set of a scaler.
@@ -149,7 +152,8 @@ type scalerState struct {
 	cfg      ScalerConfig
 	backend  Backend
 	sem      chan struct{}
-	active   int // spawns in flight or agents alive
+	active   int  // spawns in flight or agents alive
+	usage    Spec // the sum of their label sets' requests
 	retiring bool
 	// Deferral after refused launches.
 	deferUntil time.Time
@@ -346,6 +350,10 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 		m.sink.SpawnRefused(st.cfg.Name, "global")
 		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("globalMaxAgents reached (%d of %d agents)", total, m.cfg.GlobalMaxAgents)}
 	}
+	if reason := st.resourceRefusal(ls.Requests); reason != "" {
+		m.sink.SpawnRefused(st.cfg.Name, "resource")
+		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: reason}
+	}
 	if st.active >= st.cfg.MaxAgents {
 		m.sink.SpawnRefused(st.cfg.Name, "scaler")
 		return ScaleResult{Action: ActionAtCapacity, Scaler: st.cfg.Name, Reason: fmt.Sprintf("scaler %s at maxAgents (%d of %d agents)", st.cfg.Name, st.active, st.cfg.MaxAgents)}
@@ -358,6 +366,8 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 // bound to req's job (or warm, without one).
 func (m *Manager) startSpawnLocked(st *scalerState, ls LabelSet, labels []string, req ScaleRequest) *spawn {
 	st.active++
+	st.usage.CPUs += ls.Requests.CPUs
+	st.usage.MemoryBytes += ls.Requests.MemoryBytes
 	sp := &spawn{
 		agentID: "scaler-" + st.backend.Type() + "-" + randomHex(4), scaler: st.cfg.Name, labelSet: ls,
 		labels: labels, jobID: req.JobID, runID: req.RunID, requested: m.cfg.Now(),
@@ -488,6 +498,8 @@ func (m *Manager) forgetLocked(sp *spawn) {
 	}
 	if st := m.scalers[sp.scaler]; st != nil && st.active > 0 {
 		st.active--
+		st.usage.CPUs = max(0, st.usage.CPUs-sp.labelSet.Requests.CPUs)
+		st.usage.MemoryBytes = max(0, st.usage.MemoryBytes-sp.labelSet.Requests.MemoryBytes)
 	}
 }
 
@@ -549,6 +561,20 @@ func (m *Manager) releaseFailed(st *scalerState, sp *spawn, detail string) {
 	_ = st.backend.Destroy(context.Background(), sp.agentID)
 	m.sweepRetired()
 	m.sink.CapacityFreed()
+}
+
+// resourceRefusal says why a spawn requesting req would exceed the
+// scaler's resource cap, or "" when it fits (landing exactly on the cap
+// fits).
+func (st *scalerState) resourceRefusal(req Spec) string {
+	c := st.cfg.ResourceCap
+	if c.CPUs > 0 && st.usage.CPUs+req.CPUs > c.CPUs {
+		return fmt.Sprintf("scaler %s at its resourceCap.maxCpu (%g of %g CPUs requested, this agent needs %g)", st.cfg.Name, st.usage.CPUs, c.CPUs, req.CPUs)
+	}
+	if c.MemoryBytes > 0 && st.usage.MemoryBytes+req.MemoryBytes > c.MemoryBytes {
+		return fmt.Sprintf("scaler %s at its resourceCap.maxMemory (%d of %d bytes requested, this agent needs %d)", st.cfg.Name, st.usage.MemoryBytes, c.MemoryBytes, req.MemoryBytes)
+	}
+	return ""
 }
 
 // ErrUnknownScalerAgent refuses a "scaler-" agent the manager did not

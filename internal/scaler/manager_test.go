@@ -410,3 +410,23 @@ func TestAgentThatNeverRegistersIsReleasedAfterTheDeadline(t *testing.T) {
 		t.Errorf("the silent agent's compute was not destroyed")
 	}
 }
+
+func TestResourceCapBoundsTheSumOfRequests(t *testing.T) {
+	t.Parallel()
+	b := &recordingBackend{typ: "container"}
+	m, _, _ := newManager(t, []ScalerConfig{{
+		Name: "boxes", Type: "container", MaxAgents: 10, ResourceCap: Spec{CPUs: 4},
+		LabelSets: []LabelSet{{Labels: []string{"linux"}, Requests: Spec{CPUs: 1.5}}},
+	}}, map[string]Backend{"boxes": b})
+	var got []string
+	for _, job := range []string{"a", "b", "c"} {
+		got = append(got, m.RequestScale(t.Context(), ScaleRequest{JobID: job, Labels: []string{"linux"}}).Action)
+	}
+	// 1.5 + 1.5 = 3 fits under 4; a third would make 4.5.
+	if want := []string{ActionSpawning, ActionSpawning, ActionAtCapacity}; !slices.Equal(got, want) {
+		t.Errorf("results: got %v, want %v", got, want)
+	}
+	if r := m.RequestScale(t.Context(), ScaleRequest{JobID: "c", Labels: []string{"linux"}}); !strings.Contains(r.Reason, "resourceCap.maxCpu") {
+		t.Errorf("refusal reason %q, want it to name resourceCap.maxCpu", r.Reason)
+	}
+}

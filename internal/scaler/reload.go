@@ -86,7 +86,7 @@ func (m *Manager) Reload(cfg Config, added map[string]Backend) (ReloadResult, er
 func sameConfig(a, b ScalerConfig) bool {
 	if a.Name != b.Name || a.Type != b.Type || a.MaxAgents != b.MaxAgents || a.MaxConcurrentSpawns != b.MaxConcurrentSpawns ||
 		a.OrchestratorURL != b.OrchestratorURL || !slices.Equal(a.MandatoryLabels, b.MandatoryLabels) || len(a.LabelSets) != len(b.LabelSets) ||
-		a.WarmPool != b.WarmPool {
+		a.WarmPool != b.WarmPool || a.ResourceCap != b.ResourceCap {
 		return false
 	}
 	for i := range a.LabelSets {

@@ -103,6 +103,8 @@ func (m *Manager) Recover(ctx context.Context) ([]string, error) {
 			ls, found := findLabelSet(st.cfg, r.LabelKey)
 			if found {
 				st.active++
+				st.usage.CPUs += ls.Requests.CPUs
+				st.usage.MemoryBytes += ls.Requests.MemoryBytes
 				m.agents[r.AgentID] = &spawn{
 					agentID: r.AgentID, scaler: name, labelSet: ls, labels: enrichedLabels(st.cfg, ls),
 					jobID: r.JobID, runID: r.RunID, requested: m.cfg.Now(), handle: h, cancel: func() {},

@@ -89,7 +89,8 @@ func (m *Manager) tendWarmPools(ctx context.Context) {
 			}
 			deficit := size - len(agents) - inFlight[k]
 			for ; deficit > 0; deficit-- {
-				if m.totalActive()+len(spawns) >= m.cfg.GlobalMaxAgents || st.active+countFor(spawns, st) >= st.cfg.MaxAgents {
+				if m.totalActive()+len(spawns) >= m.cfg.GlobalMaxAgents || st.active+countFor(spawns, st) >= st.cfg.MaxAgents ||
+					countFor(spawns, st) == 0 && st.resourceRefusal(ls.Requests) != "" {
 					break
 				}
 				spawns = append(spawns, struct {

@@ -32,6 +32,7 @@ func (f *File) managerScaler(s Scaler) scaler.ScalerConfig {
 		OrchestratorURL:     s.OrchestratorURL,
 		MandatoryLabels:     slices.Clone(s.MandatoryLabels),
 	}
+	sc.ResourceCap = scaler.Spec{CPUs: s.ResourceCap.MaxCPUs, MemoryBytes: s.ResourceCap.MaxMemoryBytes}
 	if s.WarmPool.Enabled && s.WarmPool.Size > 0 {
 		sc.WarmPool = scaler.WarmPool{Size: s.WarmPool.Size, IdleTimeout: s.WarmPool.IdleTimeout}
 	}

@@ -32,6 +32,7 @@ var validWant = map[string]scaler.Config{
 		OrchestratorURL: "ws://10.0.0.1:4000/ws",
 		MandatoryLabels: []string{"trusted"},
 		WarmPool:        scaler.WarmPool{Size: 1, IdleTimeout: 10 * time.Minute},
+		ResourceCap:     scaler.Spec{CPUs: 16, MemoryBytes: 32 << 30},
 		LabelSets: []scaler.LabelSet{
 			{
 				Labels:     []string{"linux", "trusted", "x64"},
