@@ -2,12 +2,14 @@
 // real kici-orchestrator and kici-agent processes (built from this tree)
 // talking real HTTP and WebSocket over 127.0.0.1, on SQLite and on
 // PostgreSQL. docs/benchmarks.md ("End to end: latency, dispatch,
-// throughput, memory") explains each method and holds the measured numbers.
+// throughput, memory" and "Auto-scaler") explains each method and holds
+// the measured numbers.
 //
 //	go run ./bench                        # everything, one table
 //	go run ./bench -o json                # the same as JSON
 //	go run ./bench -runs 50 -jobs 200     # smaller counts (-h lists the flags)
 //	go run ./bench -only latency,rss      # some benchmarks only
+//	go run ./bench -only scaler           # the auto-scaler only (15–25 s)
 //	go run ./bench -profile /tmp/prof     # also CPU-profile an in-process orchestrator
 //
 // What it measures:
@@ -27,10 +29,33 @@
 //     after all their jobs succeeded (a PostgreSQL race, see the doc).
 //   - rss: VmRSS of an idle orchestrator (SQLite) and of an idle, connected
 //     agent, from /proc/<pid>/status.
+//   - scaler (part of the default run, 15–25 s; SQLite only, whatever
+//     -engines says): an orchestrator with KICI_SCALER_CONFIG_PATH and
+//     one scaler, and one-job `runs-on: [<the scaler's label>]` runs that
+//     no agent can take, so each spawns a one-shot agent. Scale request
+//     (the orchestrator's "agent requested from scaler" log line) until
+//     the agent registered ("agent registered"), both with the agent's id
+//     and nanosecond times from one clock: -spawns sequential runs through
+//     a bare-metal scaler (maxAgents 1, binaryPath the built kici-agent),
+//     then -container-spawns through a container scaler (an image FROM
+//     scratch with the static kici-agent and busybox, built with docker
+//     build; imagePullPolicy Never; the orchestrator listens on the
+//     docker0 address and the agents dial ws://host.docker.internal:PORT/ws
+//     through extraHosts host.docker.internal:host-gateway). Without a
+//     reachable Docker engine (docker info), a docker0 bridge or busybox
+//     the container row says "not run" and why; that is not a failure.
+//     Then one -scaler-jobs matrix run through a bare-metal scaler with
+//     maxAgents -scaler-agents: wall time, jobs/s and the most agents alive
+//     at once (sampled every 20 ms and, exactly, from the log). The
+//     processes' logs and the jobs' scaler events split each spawn into
+//     stages; the kici_orch_scaler_provisioning_seconds histogram (GET
+//     /metrics) is read as a cross-check.
 //
 // It must run from the repository root (it builds ./cmd/...). Every child
-// process is stopped when it ends, and with -timeout the whole run is
-// bounded. The PostgreSQL variants create a schema bench_<random> in the
+// process is stopped when it ends (the orchestrator destroys the agents it
+// spawned; the scaler benchmark then removes any container left with the
+// orchestrator's instance label, and its image), and with -timeout the
+// whole run is bounded. The PostgreSQL variants create a schema bench_<random> in the
 // database of -pg and drop it afterwards.
 //
 // Only this command uses the package; nothing imports it.

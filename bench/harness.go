@@ -136,6 +136,10 @@ func (h *harness) runAll(ctx context.Context) *report {
 		Runs: h.cfg.runs, Warmup: h.cfg.warmup, DispatchRuns: h.cfg.dispatchRuns,
 		Jobs: h.cfg.jobs, Widths: h.cfg.widths, Agents: h.cfg.agents, Engines: h.cfg.engines,
 	}
+	if slices.Contains(h.cfg.only, "scaler") {
+		c := &h.rep.Config
+		c.Spawns, c.ContainerSpawns, c.ScalerJobs, c.ScalerAgents = h.cfg.spawns, h.cfg.containerSpawns, h.cfg.scalerJobs, h.cfg.scalerAgents
+	}
 	for _, b := range benchmarks {
 		if !slices.Contains(h.cfg.only, b) {
 			continue
@@ -170,6 +174,8 @@ func (h *harness) runAll(ctx context.Context) *report {
 					}
 				}
 			}
+		case "scaler":
+			h.benchScaler(ctx) // SQLite only, whatever -engines says
 		case "profile":
 			h.benchProfile(ctx)
 		}

@@ -19,7 +19,7 @@ import (
 const defaultPostgresURL = "postgres://kici:kici@127.0.0.1:5432/kici_test?sslmode=disable"
 
 // benchmarks are the names -only accepts, in the order they run.
-var benchmarks = []string{"rss", "latency", "dispatch", "throughput", "profile"}
+var benchmarks = []string{"rss", "latency", "dispatch", "throughput", "scaler", "profile"}
 
 // config is what the flags set.
 type config struct {
@@ -41,6 +41,9 @@ type config struct {
 	skipFakeThroughput bool
 	verbose            bool
 	keep               bool
+	// The scaler benchmark.
+	spawns, containerSpawns  int
+	scalerJobs, scalerAgents int
 }
 
 func main() {
@@ -108,6 +111,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.settle, "settle", 2*time.Second, "how long a process idles before its RSS is read")
 	fs.BoolVar(&cfg.skipRealThroughput, "no-real-throughput", false, "skip the throughput run with real kici-agent processes")
 	fs.BoolVar(&cfg.skipFakeThroughput, "no-fake-throughput", false, "skip the throughput run with in-process protocol agents")
+	fs.IntVar(&cfg.spawns, "spawns", 50, "measured sequential runs on fresh agents of the scaler benchmark's bare-metal scaler")
+	fs.IntVar(&cfg.containerSpawns, "container-spawns", 20, "measured sequential runs on fresh agents of the scaler benchmark's container scaler")
+	fs.IntVar(&cfg.scalerJobs, "scaler-jobs", 100, "jobs of the scaler benchmark's matrix run (at most 256)")
+	fs.IntVar(&cfg.scalerAgents, "scaler-agents", 10, "maxAgents of the scaler benchmark's matrix run")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress and the children's warnings to stderr")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory (data dirs, process logs) and print its path")
 	if err := fs.Parse(args); err != nil {
@@ -148,7 +155,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.only = append(cfg.only, b)
 	}
 	if len(cfg.only) == 0 {
-		cfg.only = []string{"rss", "latency", "dispatch", "throughput"}
+		cfg.only = []string{"rss", "latency", "dispatch", "throughput", "scaler"}
 	}
 	if cfg.profileDir != "" && !slices.Contains(cfg.only, "profile") {
 		cfg.only = append(cfg.only, "profile")
@@ -162,6 +169,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return config{}, errors.New("-warmup must not be negative")
 	case cfg.jobs < 1 || cfg.agents < 1:
 		return config{}, errors.New("-jobs and -agents must be at least 1")
+	case cfg.spawns < 1 || cfg.containerSpawns < 1 || cfg.scalerAgents < 1 || cfg.scalerJobs < 1 || cfg.scalerJobs > maxMatrix:
+		return config{}, fmt.Errorf("-spawns, -container-spawns and -scaler-agents must be at least 1, -scaler-jobs from 1 to %d", maxMatrix)
 	case slices.Contains(cfg.only, "profile") && cfg.profileDir == "":
 		return config{}, errors.New("-only profile needs -profile DIR")
 	}

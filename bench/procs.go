@@ -79,8 +79,11 @@ func minimalEnv() []string {
 	return env
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr() (string, error) { return freeAddrOn("127.0.0.1") }
+
+// freeAddrOn returns a free TCP address on one of this host's addresses.
+func freeAddrOn(host string) (string, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -98,8 +101,9 @@ func randomHex(n int) string {
 // running inside this process: proc is then nil).
 type server struct {
 	*client
-	addr string
-	proc *process
+	addr    string
+	proc    *process
+	dataDir string // KICI_DATA_DIR ("" in-process)
 }
 
 // pid is the orchestrator's process id (this process's for one running
@@ -115,21 +119,41 @@ func (o *server) pid() int {
 // with a fresh data dir, on SQLite (dbURL "") or PostgreSQL, logging JSON at
 // info level to dir/orchestrator.log, and waits until it is ready.
 func (h *harness) startOrchestrator(ctx context.Context, sc *scope, dbURL string) (*server, error) {
+	return h.startOrchestratorWith(ctx, sc, dbURL, orchOptions{})
+}
+
+// orchOptions changes what startOrchestrator does: the address to listen
+// on (default a free loopback port), the log level (default info) and more
+// environment.
+type orchOptions struct {
+	addr, logLevel string
+	env            []string
+}
+
+func (h *harness) startOrchestratorWith(ctx context.Context, sc *scope, dbURL string, opt orchOptions) (*server, error) {
 	dir := h.dir("orchestrator")
-	addr, err := freeAddr()
-	if err != nil {
-		return nil, err
+	if opt.logLevel == "" {
+		opt.logLevel = "info"
+	}
+	addr := opt.addr
+	if addr == "" {
+		var err error
+		if addr, err = freeAddr(); err != nil {
+			return nil, err
+		}
 	}
 	token := "bench-" + randomHex(8)
+	dataDir := filepath.Join(dir, "data")
 	env := []string{
 		"KICI_HTTP_ADDR=" + addr,
 		"KICI_PUBLIC_URL=http://" + addr,
-		"KICI_DATA_DIR=" + filepath.Join(dir, "data"),
+		"KICI_DATA_DIR=" + dataDir,
 		"KICI_DATABASE_URL=" + dbURL,
 		"KICI_BOOTSTRAP_ADMIN_TOKEN=" + token,
 		"KICI_LOG_FORMAT=json",
-		"KICI_LOG_LEVEL=info",
+		"KICI_LOG_LEVEL=" + opt.logLevel,
 	}
+	env = append(env, opt.env...)
 	if dbURL != "" {
 		// Required with PostgreSQL (SQLite generates one into the data dir).
 		env = append(env, "KICI_SECRET_KEY="+randomHex(32))
@@ -139,7 +163,7 @@ func (h *harness) startOrchestrator(ctx context.Context, sc *scope, dbURL string
 		return nil, err
 	}
 	sc.add(p.stop)
-	o := &server{client: newClient(addr, token), addr: addr, proc: p}
+	o := &server{client: newClient(addr, token), addr: addr, proc: p, dataDir: dataDir}
 	err = poll(ctx, 30*time.Second, "orchestrator ready", func() bool { return !p.exited() && o.ready(ctx) })
 	if err != nil {
 		return nil, fmt.Errorf("%w (log: %s)", err, p.logPath)

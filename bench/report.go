@@ -41,6 +41,11 @@ type reportConfig struct {
 	Widths       []int    `json:"widths"`
 	Agents       int      `json:"agents"`
 	Engines      []string `json:"engines"`
+	// The scaler benchmark's counts.
+	Spawns          int `json:"spawns,omitempty"`
+	ContainerSpawns int `json:"container_spawns,omitempty"`
+	ScalerJobs      int `json:"scaler_jobs,omitempty"`
+	ScalerAgents    int `json:"scaler_agents,omitempty"`
 }
 
 // result is one row of the table.
@@ -59,6 +64,8 @@ type result struct {
 	// Met is nil when the row has no target.
 	Met  *bool  `json:"met,omitempty"`
 	Note string `json:"note,omitempty"`
+	// Skipped says why the benchmark could not run here (not a failure).
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // stage is one step of the latency breakdown, in milliseconds.
@@ -122,6 +129,8 @@ func (r *report) writeTable(w io.Writer) error {
 	for _, sec := range []struct{ bench, title string }{
 		{"latency", "Where the trigger-to-success time goes (timestamps from the bench, the processes' JSON logs and the job log; ms)"},
 		{"dispatch", "Where the enqueue-to-dispatch time goes (queue row, orchestrator JSON log, frame read; ms)"},
+		{"scaler-bare-metal", "Where a bare-metal spawn's time goes (orchestrator and agent JSON logs, the job's scaler events; ms)"},
+		{"scaler-container", "Where a container spawn's time goes (orchestrator JSON log with the agent's output, the job's scaler events; ms)"},
 	} {
 		var rows []stage
 		for _, s := range r.Breakdown {
@@ -159,6 +168,8 @@ func (r *report) writeTable(w io.Writer) error {
 
 func (res result) text() string {
 	switch {
+	case res.Skipped != "":
+		return "not run: " + res.Skipped
 	case res.P50 != nil:
 		s := fmt.Sprintf("p50 %s, p99 %s", num(*res.P50), num(*res.P99))
 		if res.Max != nil {

@@ -615,9 +615,10 @@ func (m *Manager) OnAgentRegistered(agentID, token string) (Registration, error)
 	sp.registeredAt = m.cfg.Now()
 	st := m.scalers[sp.scaler]
 	st.deferUntil, st.deferFor, st.failures = time.Time{}, 0, 0
-	if m.byJob[sp.jobID] == agentID {
-		delete(m.byJob, sp.jobID)
-	}
+	// The job stays mapped to this agent until the agent takes a job
+	// (OnAgentBusy): until the dispatcher has the agent in its registry,
+	// the job looks uncovered, and dropping the mapping here spawned a
+	// second agent for it.
 	reg := Registration{Managed: true, Labels: slices.Clone(sp.labels), BoundJobID: sp.jobID, Scaler: sp.scaler, Backend: st.backend.Type()}
 	backend := st.backend
 	took := m.cfg.Now().Sub(sp.requested)

@@ -430,3 +430,31 @@ func TestResourceCapBoundsTheSumOfRequests(t *testing.T) {
 		t.Errorf("refusal reason %q, want it to name resourceCap.maxCpu", r.Reason)
 	}
 }
+
+func TestRegisteredAgentKeepsItsJobUntilBusyAndIdleOnesGo(t *testing.T) {
+	t.Parallel()
+	b := &recordingBackend{typ: "bare-metal"}
+	m, _, clock := newManager(t, []ScalerConfig{{Name: "bm", Type: "bare-metal", MaxAgents: 5, LabelSets: []LabelSet{{Labels: []string{"linux"}}}}},
+		map[string]Backend{"bm": b})
+	first := m.RequestScale(t.Context(), ScaleRequest{JobID: "j", Labels: []string{"linux"}})
+	if _, err := m.OnAgentRegistered(first.AgentID, m.agentToken(first.AgentID)); err != nil {
+		t.Fatal(err)
+	}
+	// Registered but not yet handed its job: asking again for the job
+	// must not spawn a second agent.
+	if again := m.RequestScale(t.Context(), ScaleRequest{JobID: "j", Labels: []string{"linux"}}); again.AgentID != first.AgentID {
+		t.Fatalf("a request right after registration spawned %q, want the registered %q", again.AgentID, first.AgentID)
+	}
+	// It never gets a job (another agent took it): after a minute idle it
+	// is destroyed.
+	clock.add(2 * time.Minute)
+	m.tendWarmPools(t.Context())
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !slices.Contains(b.destroys, first.AgentID) {
+		t.Errorf("the idle bound agent was not destroyed (destroys %v)", b.destroys)
+	}
+	if b.spawned != nil && len(b.spawned) != 1 {
+		t.Errorf("spawns: got %d, want 1", len(b.spawned))
+	}
+}

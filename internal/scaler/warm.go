@@ -35,8 +35,19 @@ func (m *Manager) OnAgentBusy(agentID string) {
 	if sp, ok := m.agents[agentID]; ok {
 		sp.busy = true
 	}
+	// Whatever job it took, the job it was spawned for (if another agent
+	// took that one) may need an agent of its own again.
+	for job, id := range m.byJob {
+		if id == agentID {
+			delete(m.byJob, job)
+		}
+	}
 	m.mu.Unlock()
 }
+
+// boundIdleTimeout is how long an agent spawned for a job may sit idle
+// after registering before it is destroyed (its job went to another).
+const boundIdleTimeout = time.Minute
 
 // warmKey identifies a pool: a scaler and one of its label sets.
 type warmKey struct{ scaler, labels string }
@@ -113,6 +124,11 @@ func (m *Manager) tendWarmPools(ctx context.Context) {
 	for _, sp := range m.agents {
 		if !sp.registered && sp.handle.AgentID != "" && now.Sub(sp.requested) > m.cfg.SpawnTimeout {
 			stale = append(stale, sp)
+		}
+		// An agent spawned for a job that another agent took sits idle:
+		// it is one-shot and unbound to any pool, so it goes.
+		if sp.registered && !sp.busy && sp.jobID != "" && now.Sub(sp.registeredAt) > boundIdleTimeout {
+			reap = append(reap, sp)
 		}
 	}
 	m.mu.Unlock()
