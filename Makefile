@@ -5,8 +5,7 @@ PKG := github.com/kici-dev/kici
 
 .PHONY: build demo test test-short bench fuzz vet clean
 
-# Only the binaries whose main package exists are built, so `make build`
-# works while the orchestrator and agent are being written.
+# The four binaries of CONTRACT.md, static (CGO_ENABLED=0).
 build:
 	@mkdir -p bin
 	@for b in $(BINARIES); do \
