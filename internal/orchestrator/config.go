@@ -196,12 +196,22 @@ func loopbackOnly(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// jobVariable reports whether name is one the agent sets for a job's
+// steps (an orchestrator started inside a kici job sees them).
+func jobVariable(name string) bool {
+	switch name {
+	case "KICI_RUN_ID", "KICI_JOB_ID", "KICI_JOB_NAME", "KICI_WORKFLOW", "KICI_SOURCE", "KICI_SHA", "KICI_URL", "KICI_WORKSPACE":
+		return true
+	}
+	return strings.HasPrefix(name, "KICI_EVENT_") || strings.HasPrefix(name, "KICI_INPUT_")
+}
+
 // unknownVars returns a warning per KICI_ variable no component reads.
 func unknownVars(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "KICI_") {
+		if !strings.HasPrefix(name, "KICI_") || jobVariable(name) {
 			continue
 		}
 		known := false

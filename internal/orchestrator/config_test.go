@@ -65,6 +65,7 @@ func TestUnknownVariablesAreReported(t *testing.T) {
 	t.Parallel()
 	_, warnings, err := ConfigFromEnv(func(string) string { return "" }, []string{
 		"KICI_QUEUE_TIMEOUT=5", "KICI_DATA_DIR=/x", "PATH=/bin", "KICI_TOTALLY_NEW=1",
+		"KICI_EVENT_BRANCH=main", "KICI_RUN_ID=r", // set for job steps: not the orchestrator's
 	})
 	if err != nil {
 		t.Fatal(err)
