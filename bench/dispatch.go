@@ -65,7 +65,7 @@ func (h *harness) dispatch(ctx context.Context, engine string, sc *scope) error 
 		if i == h.cfg.warmup {
 			cpu0 = snapshotCPU(o.pid(), nil)
 		}
-		s, err := oneDispatch(ctx, o.client, fa)
+		s, err := oneDispatch(ctx, o.client, fa.held, fa.done, fa.failure)
 		if err != nil {
 			return fmt.Errorf("dispatch %d: %w", i+1, err)
 		}
@@ -126,9 +126,10 @@ func (h *harness) dispatch(ctx context.Context, engine string, sc *scope) error 
 	return nil
 }
 
-// oneDispatch triggers a run, waits for its dispatch on fa, reads the job's
-// queue row, and finishes the job.
-func oneDispatch(ctx context.Context, c *client, fa *fakeAgent) (dispatchSample, error) {
+// oneDispatch triggers a run, waits for its dispatch on held, reads the
+// job's queue row, and has the agent that got it finish the job. done
+// closes when an agent's connection ends, failure says why.
+func oneDispatch(ctx context.Context, c *client, held <-chan dispatched, done <-chan struct{}, failure func() error) (dispatchSample, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ids, err := c.trigger(ctx, "trivial", 1)
@@ -138,9 +139,9 @@ func oneDispatch(ctx context.Context, c *client, fa *fakeAgent) (dispatchSample,
 	s := dispatchSample{runID: ids[0], resp: time.Now()}
 	var got dispatched
 	select {
-	case got = <-fa.held:
-	case <-fa.done:
-		return s, fmt.Errorf("agent connection ended: %v", fa.failure())
+	case got = <-held:
+	case <-done:
+		return s, fmt.Errorf("agent connection ended: %v", failure())
 	case <-ctx.Done():
 		return s, fmt.Errorf("no dispatch of run %s: %w", s.runID, ctx.Err())
 	}
@@ -160,7 +161,7 @@ func oneDispatch(ctx context.Context, c *client, fa *fakeAgent) (dispatchSample,
 	if s.enqueued.IsZero() {
 		return s, fmt.Errorf("job %s is not in the queue while dispatched", s.jobID)
 	}
-	if err := fa.finish(ctx, got.msg); err != nil {
+	if err := got.agent.finish(ctx, got.msg); err != nil {
 		return s, err
 	}
 	status, _, _, err := c.waitRun(ctx, s.runID)

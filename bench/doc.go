@@ -10,6 +10,7 @@
 //	go run ./bench -runs 50 -jobs 200     # smaller counts (-h lists the flags)
 //	go run ./bench -only latency,rss      # some benchmarks only
 //	go run ./bench -only scaler           # the auto-scaler only (15–25 s)
+//	go run ./bench -only scale            # 1, 100, 1000 connected protocol agents (about 45 s)
 //	go run ./bench -profile /tmp/prof     # also CPU-profile an in-process orchestrator
 //
 // What it measures:
@@ -50,6 +51,11 @@
 //     processes' logs and the jobs' scaler events split each spawn into
 //     stages; the kici_orch_scaler_provisioning_seconds histogram (GET
 //     /metrics) is read as a cross-check.
+//   - scale (not in the default run, about 45 s; SQLite only): for each N
+//     of -scale-agents, a fresh orchestrator holding N protocol agents
+//     (one shared agent token): its RSS idle with all N listed, the
+//     enqueue → dispatch latency of -scale-jobs sequential jobs, and its
+//     RSS after them, against RSS ≤ 300 MB and p99 ≤ 10 ms.
 //
 // It must run from the repository root (it builds ./cmd/...). Every child
 // process is stopped when it ends (the orchestrator destroys the agents it

@@ -37,13 +37,27 @@ type fakeAgent struct {
 	done   chan struct{}
 }
 
-// dispatched is a job.dispatch and when its frame was read.
+// dispatched is a job.dispatch, when its frame was read, and the agent
+// that read it.
 type dispatched struct {
-	msg *protocol.JobDispatch
-	at  time.Time
+	msg   *protocol.JobDispatch
+	at    time.Time
+	agent *fakeAgent
 }
 
 func dialFakeAgent(ctx context.Context, addr, token, id string, hold bool) (*fakeAgent, error) {
+	var held chan dispatched
+	if hold {
+		held = make(chan dispatched, 16)
+	}
+	return dialFakeAgentTo(ctx, addr, token, id, held)
+}
+
+// dialFakeAgentTo connects an agent that holds each dispatch and hands it
+// to held, which many agents may share; a nil held finishes each job at
+// once.
+func dialFakeAgentTo(ctx context.Context, addr, token, id string, held chan dispatched) (*fakeAgent, error) {
+	hold := held != nil
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	ws, _, err := websocket.Dial(dctx, "ws://"+addr+"/ws", &websocket.DialOptions{
@@ -53,7 +67,7 @@ func dialFakeAgent(ctx context.Context, addr, token, id string, hold bool) (*fak
 		return nil, fmt.Errorf("dial agent %s: %w", id, err)
 	}
 	ws.SetReadLimit(protocol.MaxMessageBytes)
-	f := &fakeAgent{id: id, ws: ws, hold: hold, held: make(chan dispatched, 16), done: make(chan struct{})}
+	f := &fakeAgent{id: id, ws: ws, hold: hold, held: held, done: make(chan struct{})}
 	if err := f.send(dctx, &protocol.Register{AgentID: id, Version: "bench", OS: runtime.GOOS, Arch: runtime.GOARCH, Concurrency: 1}); err != nil {
 		ws.CloseNow()
 		return nil, err
@@ -138,7 +152,7 @@ func (f *fakeAgent) read(ctx context.Context) {
 			return
 		}
 		if f.hold {
-			f.held <- dispatched{msg: d, at: at}
+			f.held <- dispatched{msg: d, at: at, agent: f}
 			continue
 		}
 		if err := f.finish(ctx, d); err != nil {

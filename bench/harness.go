@@ -140,6 +140,9 @@ func (h *harness) runAll(ctx context.Context) *report {
 		c := &h.rep.Config
 		c.Spawns, c.ContainerSpawns, c.ScalerJobs, c.ScalerAgents = h.cfg.spawns, h.cfg.containerSpawns, h.cfg.scalerJobs, h.cfg.scalerAgents
 	}
+	if slices.Contains(h.cfg.only, "scale") {
+		h.rep.Config.ScaleAgents, h.rep.Config.ScaleJobs = h.cfg.scaleAgents, h.cfg.scaleJobs
+	}
 	for _, b := range benchmarks {
 		if !slices.Contains(h.cfg.only, b) {
 			continue
@@ -176,6 +179,8 @@ func (h *harness) runAll(ctx context.Context) *report {
 			}
 		case "scaler":
 			h.benchScaler(ctx) // SQLite only, whatever -engines says
+		case "scale":
+			h.benchScale(ctx) // SQLite only, whatever -engines says
 		case "profile":
 			h.benchProfile(ctx)
 		}

@@ -19,7 +19,7 @@ import (
 const defaultPostgresURL = "postgres://kici:kici@127.0.0.1:5432/kici_test?sslmode=disable"
 
 // benchmarks are the names -only accepts, in the order they run.
-var benchmarks = []string{"rss", "latency", "dispatch", "throughput", "scaler", "profile"}
+var benchmarks = []string{"rss", "latency", "dispatch", "throughput", "scaler", "scale", "profile"}
 
 // config is what the flags set.
 type config struct {
@@ -44,6 +44,9 @@ type config struct {
 	// The scaler benchmark.
 	spawns, containerSpawns  int
 	scalerJobs, scalerAgents int
+	// The scale benchmark.
+	scaleAgents []int
+	scaleJobs   int
 }
 
 func main() {
@@ -92,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
-	var engines, only, widths string
+	var engines, only, widths, scaleAgents string
 	fs.IntVar(&cfg.runs, "runs", 200, "measured sequential runs of the latency benchmark, per engine")
 	fs.IntVar(&cfg.warmup, "warmup", 10, "unmeasured runs before the latency and dispatch benchmarks")
 	fs.IntVar(&cfg.dispatchRuns, "dispatch-runs", 200, "measured dispatches of the enqueue-to-dispatch benchmark, per engine")
@@ -100,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.agents, "agents", 8, "agents of the throughput benchmark")
 	fs.StringVar(&widths, "widths", "250,10", "comma-separated jobs per run (matrix size, at most 256) of the throughput benchmark: kici-agents run the first, protocol agents each")
 	fs.StringVar(&engines, "engines", "sqlite,postgres", "comma-separated database engines: sqlite, postgres")
-	fs.StringVar(&only, "only", "", "comma-separated benchmarks to run (default all but profile): "+strings.Join(benchmarks, ", "))
+	fs.StringVar(&only, "only", "", "comma-separated benchmarks to run (default all but scale and profile): "+strings.Join(benchmarks, ", "))
 	fs.StringVar(&cfg.postgresURL, "pg", envOr("KICI_TEST_DATABASE_URL", defaultPostgresURL), "PostgreSQL URL whose role may create schemas (default $KICI_TEST_DATABASE_URL or the local test database)")
 	fs.StringVar(&cfg.output, "o", "table", "output format: table or json")
 	fs.StringVar(&cfg.commit, "commit", "", "commit to name in the report (default: git rev-parse --short HEAD, marked +changes when tracked files differ)")
@@ -115,6 +118,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.containerSpawns, "container-spawns", 20, "measured sequential runs on fresh agents of the scaler benchmark's container scaler")
 	fs.IntVar(&cfg.scalerJobs, "scaler-jobs", 100, "jobs of the scaler benchmark's matrix run (at most 256)")
 	fs.IntVar(&cfg.scalerAgents, "scaler-agents", 10, "maxAgents of the scaler benchmark's matrix run")
+	fs.StringVar(&scaleAgents, "scale-agents", "1,100,1000", "comma-separated counts of connected protocol agents of the scale benchmark (one fresh orchestrator each)")
+	fs.IntVar(&cfg.scaleJobs, "scale-jobs", 200, "measured sequential dispatches of the scale benchmark, per agent count")
 	fs.BoolVar(&cfg.verbose, "v", false, "log progress and the children's warnings to stderr")
 	fs.BoolVar(&cfg.keep, "keep", false, "keep the temporary directory (data dirs, process logs) and print its path")
 	if err := fs.Parse(args); err != nil {
@@ -142,6 +147,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		}
 		cfg.widths = append(cfg.widths, n)
 	}
+	for a := range strings.SplitSeq(scaleAgents, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		n, err := strconv.Atoi(a)
+		if err != nil || n < 1 || n > 100000 {
+			return config{}, fmt.Errorf("-scale-agents: %q is not a number from 1 to 100000", a)
+		}
+		cfg.scaleAgents = append(cfg.scaleAgents, n)
+	}
 	if len(cfg.widths) == 0 {
 		return config{}, errors.New("-widths: want at least one width")
 	}
@@ -163,8 +178,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	switch {
 	case cfg.output != "table" && cfg.output != "json":
 		return config{}, fmt.Errorf("-o %q: want table or json", cfg.output)
-	case cfg.runs < 1 || cfg.dispatchRuns < 1 || cfg.profileRuns < 1:
-		return config{}, errors.New("-runs, -dispatch-runs and -profile-runs must be at least 1")
+	case cfg.runs < 1 || cfg.dispatchRuns < 1 || cfg.profileRuns < 1 || cfg.scaleJobs < 1:
+		return config{}, errors.New("-runs, -dispatch-runs, -profile-runs and -scale-jobs must be at least 1")
+	case slices.Contains(cfg.only, "scale") && len(cfg.scaleAgents) == 0:
+		return config{}, errors.New("-only scale needs -scale-agents")
 	case cfg.warmup < 0:
 		return config{}, errors.New("-warmup must not be negative")
 	case cfg.jobs < 1 || cfg.agents < 1:

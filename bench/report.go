@@ -46,6 +46,9 @@ type reportConfig struct {
 	ContainerSpawns int `json:"container_spawns,omitempty"`
 	ScalerJobs      int `json:"scaler_jobs,omitempty"`
 	ScalerAgents    int `json:"scaler_agents,omitempty"`
+	// The scale benchmark's agent counts and jobs per count.
+	ScaleAgents []int `json:"scale_agents,omitempty"`
+	ScaleJobs   int   `json:"scale_jobs,omitempty"`
 }
 
 // result is one row of the table.

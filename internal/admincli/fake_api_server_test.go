@@ -67,6 +67,7 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	mux.HandleFunc("GET /api/v1/agents", f.agents)
 	mux.HandleFunc("POST /api/v1/agent-tokens", f.createAgentToken)
 	f.scalerRoutes(mux)
+	f.diagnoseRoutes(mux)
 	f.accessRoutes(mux)
 	f.srv = httptest.NewServer(f.record(mux))
 	t.Cleanup(f.srv.Close)

@@ -191,6 +191,7 @@ success), 2 on a bad command line.`,
 			newScalerStatusCmd(a), newScalerReloadCmd(a),
 			group("orphans", []string{"orphan"}, "List the scalers' live compute and stop what nothing tracks",
 				newScalerOrphansListCmd(a), newScalerOrphansStopCmd(a))),
+		newDiagnoseCmd(a),
 	)
 	return root
 }

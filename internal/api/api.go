@@ -56,6 +56,8 @@ type Config struct {
 	Metrics *metrics.Registry
 	// Scalers is the auto-scaler; nil when none is configured.
 	Scalers ScalerAdmin
+	// Diagnoser runs GET /api/v1/diagnose; nil answers 503 there.
+	Diagnoser Diagnoser
 }
 
 // Server is the HTTP API.
@@ -182,6 +184,7 @@ func (s *Server) routes() []route {
 		{"POST /api/v1/scalers/reload", adminToken, auth.ScalerManage, "scaler.reload", s.scalerReload},
 		{"GET /api/v1/scalers/orphans", adminToken, auth.ScalerRead, "scaler.orphans.list", s.scalerOrphans},
 		{"POST /api/v1/scalers/orphans/stop", adminToken, auth.ScalerManage, "scaler.orphans.stop", s.scalerStopOrphans},
+		{"GET /api/v1/diagnose", adminToken, auth.ScalerRead, "diagnose", s.diagnose},
 	}
 }
 

@@ -154,6 +154,7 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			// Stopping needs live untracked compute (the scaler drills in
 			// internal/e2e make some); here the handler's own 422 for an
 			// unknown agent shows that the guard let the caller through.
+			"GET /api/v1/diagnose":              static("/api/v1/diagnose", "", http.StatusOK),
 			"POST /api/v1/scalers/orphans/stop": static("/api/v1/scalers/orphans/stop", `{"agent_ids": ["scaler-bare-metal-none"]}`, http.StatusUnprocessableEntity),
 		}
 

@@ -345,3 +345,20 @@ type AuditList struct {
 	Entries []AuditEntry `json:"entries"`
 	Next    string       `json:"next,omitempty"`
 }
+
+// DiagnoseCheck is one check of GET /api/v1/diagnose.
+type DiagnoseCheck struct {
+	// Name says what was checked, e.g. "database" or "scaler metal: binary [linux]".
+	Name string `json:"name"`
+	OK   bool   `json:"ok"`
+	// Detail is what the check found, in one line.
+	Detail string `json:"detail"`
+	// Fix is one line saying how to make a failed check pass; "" when OK.
+	Fix string `json:"fix,omitempty"`
+}
+
+// Diagnosis is GET /api/v1/diagnose: every check the orchestrator ran on
+// itself (database, migrations, data dir, keys, scaler backends), in order.
+type Diagnosis struct {
+	Checks []DiagnoseCheck `json:"checks"`
+}

@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
@@ -115,7 +117,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 	if err != nil {
 		return err
 	}
-	d.sched.Publish(events)
+	d.publish(events)
 	for _, j := range toAgents {
 		a := d.reg.get(j.AgentID)
 		if a != nil && a.conn.Send(ctx, &protocol.JobCancel{JobID: j.ID, Force: force, Reason: reason}) == nil {
@@ -124,6 +126,14 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 		d.endJobByID(ctx, j.ID, store.JobCancelled, reason)
 	}
 	return nil
+}
+
+// failForStorage ends a job whose output cannot be stored.
+func (d *Dispatcher) failForStorage(ctx context.Context, a *Agent, jobID string, cause error) {
+	msg := fmt.Sprintf("log storage full: %v; free space in the orchestrator's data dir and re-run", cause)
+	d.log.Error("job failed: log storage full", "job_id", jobID, "agent_id", a.ID, "error", cause)
+	_ = a.conn.Send(ctx, &protocol.JobCancel{JobID: jobID, Force: true, Reason: "log storage full on the orchestrator"})
+	d.endJobByID(ctx, jobID, store.JobFailure, msg)
 }
 
 // Apply applies one job-scoped message from an agent exactly once and
@@ -135,7 +145,17 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 	}
 	jobID, seq := js.JobSeq()
 	if chunk, ok := m.(*protocol.LogChunk); ok {
-		return seq, d.applyLog(ctx, a, chunk)
+		err := d.applyLog(ctx, a, chunk)
+		if errors.Is(err, syscall.ENOSPC) {
+			// The log volume is full: retrying (the agent replays the chunk
+			// after a reconnect) would fail forever and leave the job
+			// running. Fail the job with the cause, stop it on the agent,
+			// and acknowledge the chunk. The log store truncated the partial
+			// write, so the stored log stays readable.
+			d.failForStorage(ctx, a, jobID, err)
+			return seq, nil
+		}
+		return seq, err
 	}
 	var events []apiv1.Event
 	var freed bool
@@ -158,7 +178,7 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 	if err != nil {
 		return 0, fmt.Errorf("apply %s of job %q from agent %q: %w", m.Type(), jobID, a.ID, err)
 	}
-	d.sched.Publish(events)
+	d.publish(events)
 	if freed {
 		a.release(jobID)
 		d.JobsQueued()
@@ -215,6 +235,10 @@ func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store
 		}
 		if started {
 			events = append(events, apiv1.Event{Kind: "run", RunID: job.RunID, Status: string(store.RunRunning)})
+			// A run's jobs are created with it, so the job's creation
+			// time is the run's.
+			took := max(now.Sub(job.CreatedAt), 0)
+			d.noteOnPublish(job.ID, m.Status, func() { d.cfg.Observer.TimeToStart(took) })
 		}
 		return events, false, nil
 	}

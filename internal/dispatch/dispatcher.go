@@ -33,7 +33,26 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Observer records phase timings; nil records nothing.
+	Observer Observer
 }
+
+// Observer records the dispatcher's phase timings (a *metrics.Registry).
+// Each is recorded once, after the transaction that made it true committed.
+type Observer interface {
+	// QueueWait is a job's time from enqueueing to dispatch.
+	QueueWait(d time.Duration)
+	// TimeToStart is a run's time from creation to its first job running.
+	TimeToStart(d time.Duration)
+	// JobDuration is a started job's time from running to its end.
+	JobDuration(status string, d time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) QueueWait(time.Duration)           {}
+func (noObserver) TimeToStart(time.Duration)         {}
+func (noObserver) JobDuration(string, time.Duration) {}
 
 // DispatchBuilder fills in what a dispatch carries beyond the job itself:
 // where the code comes from, run metadata, the job token, secrets. An
@@ -75,6 +94,41 @@ type Dispatcher struct {
 	attempt map[string]int
 	scaler  Scaler
 	scaled  map[string]ScaleStatus // the scaler's last answer per queued job
+	// observe holds timings noted inside a transaction, keyed by the job
+	// event (job id, status) that publishes them once it committed; a
+	// retried transaction overwrites its own note.
+	observe map[observeKey]func()
+}
+
+type observeKey struct{ jobID, status string }
+
+// noteOnPublish records obs when the job event (jobID, status) is
+// published, that is after the transaction noting it committed.
+func (d *Dispatcher) noteOnPublish(jobID, status string, obs func()) {
+	d.mu.Lock()
+	d.observe[observeKey{jobID, status}] = obs
+	d.mu.Unlock()
+}
+
+// publish records the timings noted for events, then publishes them.
+func (d *Dispatcher) publish(events []apiv1.Event) {
+	var run []func()
+	d.mu.Lock()
+	for _, e := range events {
+		if e.Kind != "job" {
+			continue
+		}
+		k := observeKey{e.JobID, e.Status}
+		if obs, ok := d.observe[k]; ok {
+			run = append(run, obs)
+			delete(d.observe, k)
+		}
+	}
+	d.mu.Unlock()
+	for _, obs := range run {
+		obs()
+	}
+	d.sched.Publish(events)
 }
 
 // New returns a dispatcher; call Run to start its loop.
@@ -82,7 +136,10 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Dispatcher{
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
+	}
+	return &Dispatcher{observe: map[observeKey]func(){},
 		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
 		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{}, scaled: map[string]ScaleStatus{},
 	}
@@ -161,12 +218,14 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	var attempt int
 	claimed := false
 	var events []apiv1.Event
+	var waited time.Duration
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		claimed, events = false, nil
 		entry, ok, err := d.claim(ctx, tx, a, now.Add(d.cfg.AckTimeout))
 		if err != nil || !ok {
 			return err
 		}
+		waited = now.Sub(entry.EnqueuedAt)
 		job, err = tx.GetJob(ctx, entry.JobID)
 		if err != nil {
 			return err
@@ -199,7 +258,8 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	if err != nil || !claimed {
 		return false, err
 	}
-	d.sched.Publish(events)
+	d.cfg.Observer.QueueWait(max(waited, 0))
+	d.publish(events)
 	a.take(job.ID)
 	d.setAttempt(job.ID, attempt)
 	if s := d.scalerOf(); s != nil && a.Backend != "static" {
@@ -269,7 +329,7 @@ func (d *Dispatcher) requeue(ctx context.Context, jobID, reason string) {
 		return
 	}
 	d.log.Warn("job requeued", "job_id", jobID, "reason", reason)
-	d.sched.Publish(events)
+	d.publish(events)
 	d.JobsQueued()
 }
 
@@ -314,6 +374,10 @@ func (d *Dispatcher) endJobOnly(ctx context.Context, tx *store.Tx, job store.Job
 	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: job.ID, From: runstate.JobFrom(to), To: to, Error: &msg, FinishedAt: &now})
 	if err != nil || !changed {
 		return nil, err
+	}
+	if job.StartedAt != nil {
+		took := max(now.Sub(*job.StartedAt), 0)
+		d.noteOnPublish(job.ID, string(to), func() { d.cfg.Observer.JobDuration(string(to), took) })
 	}
 	stepTo := store.StepCancelled
 	if to == store.JobFailure {
@@ -402,5 +466,5 @@ func (d *Dispatcher) endJobByID(ctx context.Context, jobID string, to store.JobS
 	if len(events) > 0 {
 		d.log.Warn("job ended by the orchestrator", "job_id", jobID, "status", to, "reason", msg)
 	}
-	d.sched.Publish(events)
+	d.publish(events)
 }

@@ -379,7 +379,9 @@ scalers:
         binaryPath: %s
 `, agentBin()))
 		marks := t.TempDir()
-		o := startOrchestrator(t, dbURL, "KICI_SCALER_CONFIG_PATH="+cfg)
+		// A generous recovery window: under load the agent's reconnect
+		// backoff (1 s growing by half each try) can pass 10 s.
+		o := startOrchestrator(t, dbURL, "KICI_SCALER_CONFIG_PATH="+cfg, "KICI_AGENT_RECOVERY_WINDOW_MS=30000")
 		o.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
 on: {push: {}}
 jobs:

@@ -116,3 +116,60 @@ func (r *Registry) WatchScalers(usage func() []ScalerUsage) {
 		max:    prometheus.NewDesc("kici_orch_scaler_max_agents", "A scaler's maxAgents.", labels, nil),
 	})
 }
+
+// agentCollector reports the connected agents by backend at scrape time.
+type agentCollector struct {
+	count func() map[string]int
+	desc  *prometheus.Desc
+}
+
+func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
+	for backend, n := range c.count() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), backend)
+	}
+}
+
+// WatchAgents registers the connected-agents gauge; count returns the
+// number of connected agents per backend ("static" for agents started by
+// hand, else the scaler backend type).
+func (r *Registry) WatchAgents(count func() map[string]int) {
+	r.reg.MustRegister(&agentCollector{
+		count: count,
+		desc:  prometheus.NewDesc("kici_orch_agents_connected", "Agents connected to the orchestrator, by backend (static, or the scaler backend type).", []string{"backend"}, nil),
+	})
+}
+
+// LogStats is what the log-store collector reads at scrape time.
+type LogStats struct {
+	BytesStored  int64
+	ChunksStored int64
+}
+
+// logCollector reports the log store's cumulative counters.
+type logCollector struct {
+	stats         func() LogStats
+	bytes, chunks *prometheus.Desc
+}
+
+func (c *logCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.bytes
+	ch <- c.chunks
+}
+
+func (c *logCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.CounterValue, float64(st.BytesStored))
+	ch <- prometheus.MustNewConstMetric(c.chunks, prometheus.CounterValue, float64(st.ChunksStored))
+}
+
+// WatchLogs registers the log-store counters, read through stats at every
+// scrape.
+func (r *Registry) WatchLogs(stats func() LogStats) {
+	r.reg.MustRegister(&logCollector{
+		stats:  stats,
+		bytes:  prometheus.NewDesc("kici_orch_log_bytes_stored_total", "Bytes of step-log data written to the log store since the orchestrator started.", nil, nil),
+		chunks: prometheus.NewDesc("kici_orch_log_chunks_stored_total", "Log chunks written to the log store since the orchestrator started (replayed chunks skipped).", nil, nil),
+	})
+}

@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -35,6 +36,15 @@ type Registry struct {
 	// ScalerProvisioning observes seconds from a spawn request to the
 	// agent's registration, by backend type.
 	ScalerProvisioning *prometheus.HistogramVec
+	// QueueWaitSeconds observes seconds from a job's enqueueing to its
+	// dispatch to an agent.
+	QueueWaitSeconds prometheus.Histogram
+	// TimeToStartSeconds observes seconds from a run's creation to its
+	// first job running.
+	TimeToStartSeconds prometheus.Histogram
+	// JobDurationSeconds observes seconds from a job's start to its end,
+	// by final status.
+	JobDurationSeconds *prometheus.HistogramVec
 }
 
 // New returns a registry with kici's collectors and the Go runtime and
@@ -65,11 +75,38 @@ func New() *Registry {
 			Help:    "Seconds from a spawn request to the agent's registration, by backend type.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 		}, []string{"backend"}),
+		QueueWaitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kici_orch_queue_wait_seconds",
+			Help:    "Seconds a job waited in the dispatch queue, from its queue row's enqueueing to its dispatch to an agent.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}),
+		TimeToStartSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "kici_orch_time_to_start_seconds",
+			Help:    "Seconds from a run's creation (its triggering event accepted) to its first job running on an agent.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}),
+		JobDurationSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kici_orch_job_duration_seconds",
+			Help:    "Seconds from a job's start (running) to its end, by final status.",
+			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+		}, []string{"status"}),
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.ScalerSpawnFailures, r.ScalerConfigReloads,
-		r.ScalerSpawnRefusals, r.ScalerProvisioning)
+		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds)
 	return r
+}
+
+// QueueWait records how long a job waited in the queue before dispatch.
+func (r *Registry) QueueWait(d time.Duration) { r.QueueWaitSeconds.Observe(d.Seconds()) }
+
+// TimeToStart records how long a run took from creation to its first job
+// running.
+func (r *Registry) TimeToStart(d time.Duration) { r.TimeToStartSeconds.Observe(d.Seconds()) }
+
+// JobDuration records how long a job ran, by final status.
+func (r *Registry) JobDuration(status string, d time.Duration) {
+	r.JobDurationSeconds.WithLabelValues(status).Observe(d.Seconds())
 }
 
 // Handler serves the metrics in the Prometheus text format.

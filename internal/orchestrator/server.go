@@ -39,6 +39,7 @@ type Server struct {
 	api     *api.Server
 	metrics *metrics.Registry
 	scalers *scalers
+	secrets *secrets.Service
 	ln      net.Listener
 }
 
@@ -83,6 +84,7 @@ func (s *Server) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.secrets = secretStore
 	adminTokens := auth.NewAdminTokens(s.db, auth.AdminTokensConfig{Bootstrap: s.cfg.BootstrapAdminToken})
 	if err := s.warnAboutAdminAccess(ctx); err != nil {
 		return err
@@ -111,13 +113,25 @@ func (s *Server) build(ctx context.Context) error {
 		QueueSweepInterval: s.cfg.QueueSweepInterval,
 		DefaultJobTimeout:  s.cfg.DefaultJobTimeout,
 		HeartbeatInterval:  s.cfg.HeartbeatInterval(),
+		Observer:           s.metrics,
 	})
 	disp.d = s.disp
+	s.metrics.WatchAgents(func() map[string]int {
+		n := map[string]int{}
+		for _, a := range s.disp.Agents() {
+			n[a.Backend]++
+		}
+		return n
+	})
+	s.metrics.WatchLogs(func() metrics.LogStats {
+		st := s.logs.Stats()
+		return metrics.LogStats{BytesStored: st.BytesStored, ChunksStored: st.ChunksStored}
+	})
 	ws := agentws.New(s.log, s.disp, s.db, auditLog, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
 	if err := s.startScalers(ctx); err != nil {
 		return err
 	}
-	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics}
+	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s}
 	if s.scalers != nil {
 		apiCfg.Scalers = s.scalers
 	}

@@ -367,3 +367,20 @@ func Masks(values map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// CheckKey opens the key check stored in the database with the key in
+// use and says where that key comes from; an error means the key does not
+// match (ErrWrongKey) or the check could not be read.
+func (s *Service) CheckKey(ctx context.Context) (string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	desc := fmt.Sprintf("%s (%s), key version %d", s.src, s.src.key, s.version)
+	check, err := s.db.GetSecretKeyCheck(ctx)
+	if err != nil {
+		return desc, err
+	}
+	if _, err := open(s.src.key, keyCheckAAD, check.Sealed); err != nil {
+		return desc, fmt.Errorf("%w: %s does not open the key check stored for key version %d", ErrWrongKey, s.src, check.KeyVersion)
+	}
+	return desc, nil
+}

@@ -120,3 +120,15 @@ func (b *Backend) readPullProgress(a *agent, ref string, r io.Reader) error {
 		}
 	}
 }
+
+// ImagePresent reports whether the engine has ref locally.
+func (b *Backend) ImagePresent(ctx context.Context, ref string) (bool, error) {
+	_, err := b.cli.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("inspect image %q: %w", ref, err)
+}
