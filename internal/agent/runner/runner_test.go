@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kici-dev/kici/internal/testsvc"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -460,6 +461,9 @@ func TestGroupKilledAfterExit(t *testing.T) {
 func TestGitCheckout(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("git"); err != nil {
+		if testsvc.RequireServices() {
+			t.Fatalf("git is not installed, and %s=1 requires it", testsvc.EnvRequireServices)
+		}
 		t.Skip("git not installed")
 	}
 	repo := t.TempDir()
