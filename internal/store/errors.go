@@ -2,8 +2,10 @@ package store
 
 import (
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
@@ -56,6 +58,19 @@ func classify(err error) error {
 // succeed if run again": SQLITE_BUSY or SQLITE_LOCKED (another process holds
 // the write lock past busy_timeout), or a PostgreSQL serialization failure or
 // deadlock. Tx retries exactly these.
+// connectionLost reports whether err says the server ended the session
+// (an administrator or a restart terminated it, or the connection broke):
+// the pool drops that connection, and a read may simply be tried again on
+// a fresh one. Writes are not retried on it: a commit may have landed
+// before the connection went.
+func connectionLost(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
+	}
+	return errors.Is(err, driver.ErrBadConn)
+}
+
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

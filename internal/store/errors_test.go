@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -111,6 +112,30 @@ func TestClassify(t *testing.T) {
 			}
 			if tt.want == ErrConflict && !errors.Is(got, tt.err) {
 				t.Errorf("classify(%v): got %v, want it to still wrap the driver error", tt.err, got)
+			}
+		})
+	}
+}
+
+func TestConnectionLost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "administrator terminated the session", err: &pgconn.PgError{Code: "57P01"}, want: true},
+		{name: "server crash shutdown", err: fmt.Errorf("begin: %w", &pgconn.PgError{Code: "57P02"}), want: true},
+		{name: "connection failure", err: &pgconn.PgError{Code: "08006"}, want: true},
+		{name: "bad connection", err: driver.ErrBadConn, want: true},
+		{name: "serialization failure", err: &pgconn.PgError{Code: "40001"}, want: false},
+		{name: "plain error", err: errors.New("boom"), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := connectionLost(tt.err); got != tt.want {
+				t.Errorf("connectionLost(%v): got %t, want %t", tt.err, got, tt.want)
 			}
 		})
 	}

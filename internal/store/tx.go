@@ -80,6 +80,16 @@ func (db *DB) runTx(ctx context.Context, fn func(tx *Tx) error) error {
 // readTx runs fn in a read-only transaction, so that its several reads see
 // one snapshot. It is not retried: a reader never loses a race.
 func (db *DB) readTx(ctx context.Context, fn func(tx *Tx) error) error {
+	err := db.readTxOnce(ctx, fn)
+	if err != nil && connectionLost(err) && ctx.Err() == nil {
+		// The pooled connection was ended by the server (a restart, an
+		// administrator): the pool has dropped it, so try once more.
+		err = db.readTxOnce(ctx, fn)
+	}
+	return err
+}
+
+func (db *DB) readTxOnce(ctx context.Context, fn func(tx *Tx) error) error {
 	sqlTx, err := db.read.BeginTx(ctx, db.d.readTx)
 	if err != nil {
 		return fmt.Errorf("begin read transaction: %w", err)
