@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 		d.setAttempt(job.ID, job.Attempt)
 		reply.Resume = append(reply.Resume, protocol.ResumeJob{JobID: job.ID, AckSeq: uint64(job.LastSeq)})
 	}
+	if err := d.reconcileMissing(ctx, a, inFlight); err != nil {
+		return nil, err
+	}
 	if old := d.reg.add(a); old != nil && old != a {
 		old.retire()
 		old.conn.Close(protocol.CloseReplaced, "replaced by a newer connection of the same agent")
@@ -52,9 +56,39 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 	return reply, nil
 }
 
-// Unregister removes a disconnected agent. Jobs it had not acked go back
-// to the queue at once; jobs it was running wait RecoveryWindow for the
-// agent to come back and reclaim them, then fail as "agent lost".
+// reconcileMissing settles the jobs still waiting for agent a to come
+// back that a did not report in flight: it restarted or never received
+// them, so waiting out the recovery window would only delay the verdict.
+// A job it never acknowledged goes back to the queue (attempts count); a
+// job it had started fails as lost.
+func (d *Dispatcher) reconcileMissing(ctx context.Context, a *Agent, inFlight []protocol.InFlightJob) error {
+	rows, err := d.db.ListRecovering(ctx, a.ID)
+	if err != nil {
+		return fmt.Errorf("reconcile jobs of agent %q: %w", a.ID, err)
+	}
+	for _, r := range rows {
+		if slices.ContainsFunc(inFlight, func(f protocol.InFlightJob) bool { return f.JobID == r.JobID }) {
+			continue
+		}
+		if r.AckDeadline != nil {
+			d.requeue(ctx, r.JobID, fmt.Sprintf("agent %s reconnected without the job it had not acknowledged", a.ID))
+			continue
+		}
+		d.endJobByID(ctx, r.JobID, store.JobFailure,
+			fmt.Sprintf("agent lost: agent %s reconnected without the job it was running (it restarted or dropped it)", a.ID))
+	}
+	return nil
+}
+
+// Unregister removes a disconnected agent. Its jobs wait RecoveryWindow
+// for the agent to come back and reclaim them, then fail as "agent lost"
+// (or go back to the queue, for a dispatch never acknowledged). A dispatch
+// not yet acknowledged waits too: the agent may have accepted it and be
+// running it, with only its ack lost, so handing it to another agent at
+// once could run its steps twice. The agent's reconnect settles the
+// question at once (see reconcileMissing). A scaler-spawned agent never
+// comes back (its compute is destroyed below), so its unacknowledged jobs
+// are requeued at once.
 func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 	if !d.reg.remove(a) {
 		return // a newer connection took over; its jobs are its own
@@ -68,7 +102,7 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 		if err != nil {
 			continue
 		}
-		if entry.AckDeadline != nil {
+		if entry.AckDeadline != nil && a.managed {
 			d.requeue(ctx, jobID, fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID))
 			continue
 		}

@@ -427,6 +427,11 @@ func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
 		return
 	}
 	for _, r := range rows {
+		if r.AckDeadline != nil {
+			// Never acknowledged: the agent most likely never received it.
+			d.requeue(ctx, r.JobID, fmt.Sprintf("agent %s disconnected before acknowledging the dispatch and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow))
+			continue
+		}
 		msg := fmt.Sprintf("agent lost: agent %s disconnected and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow)
 		d.endJobByID(ctx, r.JobID, store.JobFailure, msg)
 	}

@@ -39,6 +39,7 @@ type Agent struct {
 
 	mu       sync.Mutex
 	boundJob string          // the job a scaler spawned this agent for, until claimed
+	managed  bool            // spawned by a scaler: its compute is destroyed when it disconnects, so it never comes back
 	busy     map[string]bool // job ids this agent holds
 	done     bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
 	kicked   bool            // its connection is being closed for its token

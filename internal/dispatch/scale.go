@@ -103,6 +103,7 @@ func (d *Dispatcher) registerScaled(a *Agent, token string) error {
 	a.Labels = slices.Compact(labels)
 	a.Backend = reg.Backend
 	a.OneShot = true
+	a.managed = true
 	a.boundJob = reg.BoundJobID
 	return nil
 }

@@ -252,7 +252,8 @@ func (s *Server) purgeDeliveries(ctx context.Context) {
 }
 
 // recover picks up where a previous process stopped: jobs it had handed
-// to agents get the recovery window for their agents to come back, and
+// to agents (acknowledged or not) get the recovery window for their agents
+// to come back, and
 // every unfinished run is advanced (upstreams may have finished while no
 // orchestrator was watching).
 func (s *Server) recover(ctx context.Context) error {
@@ -262,7 +263,9 @@ func (s *Server) recover(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(s.cfg.AgentRecoveryWindow)
 	for _, e := range rows {
-		if e.Status == store.QueueDispatched && e.AckDeadline == nil && e.RecoveryDeadline == nil {
+		// An unacknowledged dispatch waits too: the agent may have
+		// accepted it just before the previous process stopped.
+		if e.Status == store.QueueDispatched && e.RecoveryDeadline == nil {
 			if _, err := s.db.SetRecovery(ctx, e.JobID, e.AgentID, deadline); err != nil {
 				return err
 			}

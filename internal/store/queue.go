@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -205,10 +206,19 @@ func (q *queries) Requeue(ctx context.Context, jobID, reason string) (QueueEntry
 }
 
 // ExpiredAckDeadlines returns the dispatched rows whose ack deadline is at
-// or before now.
+// or before now. Rows waiting in a recovery window are left out: their
+// agent went away after the dispatch was sent, may have accepted it, and
+// is waited for instead (see ExpiredRecoveries).
 func (q *queries) ExpiredAckDeadlines(ctx context.Context, now time.Time) ([]QueueEntry, error) {
 	return q.listQueue(ctx, "list expired ack deadlines",
-		"status = 'dispatched' AND ack_deadline IS NOT NULL AND ack_deadline <= ?", timeArg(now))
+		"status = 'dispatched' AND ack_deadline IS NOT NULL AND ack_deadline <= ? AND recovery_deadline IS NULL", timeArg(now))
+}
+
+// ListRecovering returns the dispatched rows waiting for agentID to come
+// back.
+func (q *queries) ListRecovering(ctx context.Context, agentID string) ([]QueueEntry, error) {
+	return q.listQueue(ctx, "list rows recovering for agent "+strconv.Quote(agentID),
+		"status = 'dispatched' AND recovery_agent_id = ?", agentID)
 }
 
 // ExpiredQueueRows returns the pending rows whose expiry is at or before

@@ -323,6 +323,28 @@ func TestQueueLifecycle(t *testing.T) {
 		if early, _ := db.ExpiredAckDeadlines(ctx, ackDeadline.Add(-time.Second)); len(early) != 0 {
 			t.Errorf("got %d expired ack deadlines before the deadline, want 0", len(early))
 		}
+		// An unacked row whose agent went away waits for it: the ack
+		// sweep leaves it alone, and the agent's reconnect finds it.
+		ok, err = db.SetRecovery(ctx, job, "agent-1", testNow.Add(time.Minute))
+		check("set recovery of an unacked row", ok, err, result{Changed: true})
+		if acks, _ := db.ExpiredAckDeadlines(ctx, ackDeadline); len(acks) != 0 {
+			t.Errorf("got %d expired ack deadlines for a recovering row, want 0", len(acks))
+		}
+		mine, err := db.ListRecovering(ctx, "agent-1")
+		if err != nil {
+			t.Fatalf("list recovering: %v", err)
+		}
+		if diff := cmp.Diff([]string{job}, jobIDs(mine)); diff != "" {
+			t.Errorf("rows recovering for agent-1 (-want +got):\n%s", diff)
+		}
+		if mine[0].AckDeadline == nil {
+			t.Error("recovering unacked row lost its ack deadline")
+		}
+		if theirs, _ := db.ListRecovering(ctx, "agent-2"); len(theirs) != 0 {
+			t.Errorf("got %d rows recovering for agent-2, want 0", len(theirs))
+		}
+		ok, err = db.ClearRecovery(ctx, job, "agent-1")
+		check("clear recovery of an unacked row", ok, err, result{Changed: true})
 
 		e, ok, err = db.Requeue(ctx, job, "ack timeout")
 		check("requeue a dispatched row", ok, err, result{Changed: true})
