@@ -28,6 +28,21 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 	if err := d.registerScaled(a, scalerToken); err != nil {
 		return nil, err
 	}
+	if old := d.reg.get(a.ID); old != nil && old != a {
+		// The older connection may still look alive: a half-open TCP
+		// connection after the agent's host rebooted is only noticed at
+		// the next heartbeat timeout, long after the agent is back. Its
+		// jobs are held as if it had disconnected, so those the agent does
+		// not report below are settled now instead of staying "running"
+		// with nobody to end them.
+		old.retire()
+		deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
+		for _, jobID := range old.BusyJobs() {
+			if _, err := d.db.SetRecovery(ctx, jobID, a.ID, deadline); err != nil {
+				return nil, fmt.Errorf("hold job %q of the replaced connection of agent %q: %w", jobID, a.ID, err)
+			}
+		}
+	}
 	reply := &protocol.Registered{AgentID: a.ID, HeartbeatIntervalMS: d.cfg.HeartbeatInterval.Milliseconds(), ServerVersion: "kici"}
 	for _, f := range inFlight {
 		job, err := d.db.GetJob(ctx, f.JobID)

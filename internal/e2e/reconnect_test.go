@@ -199,3 +199,40 @@ func TestReconnectWithoutRunningJobFailsAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestReplacedConnectionJobsAreSettled: the agent's host reboots and the
+// agent registers again while its old connection still looks open to the
+// orchestrator (half-open TCP). The job the old connection was running is
+// not reported by the new one, so it fails at once instead of staying
+// "running" with nobody to end it; the old connection is closed as
+// replaced.
+func TestReplacedConnectionJobsAreSettled(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, dbURL string) {
+		o, token, id := reconnectDrill(t, dbURL)
+		old := dialScripted(t, o, token, "flaky-4", []string{"flaky"})
+		d := old.nextDispatch()
+		old.send(&protocol.JobAck{JobID: d.JobID, Seq: 1})
+		old.send(&protocol.JobStatus{JobID: d.JobID, Seq: 2, Status: "running"})
+		o.waitRun(t, id, 30*time.Second, "job to run", func(r apiv1.Run) bool { return job(t, r, "build").Status == "running" })
+
+		dialScripted(t, o, token, "flaky-4", []string{"flaky"})
+		r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
+		j := job(t, r, "build")
+		if r.Status != "failure" || j.Status != "failure" || !strings.Contains(j.Error, "reconnected without the job it was running") {
+			t.Fatalf("run %s, job %s (%q): want failure saying the agent reconnected without the job", r.Status, j.Status, j.Error)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		for {
+			_, _, err := old.conn.Read(ctx)
+			if err == nil {
+				continue
+			}
+			if code := websocket.CloseStatus(err); code != protocol.CloseReplaced {
+				t.Fatalf("old connection ended with %v (code %d), want close code %d", err, code, protocol.CloseReplaced)
+			}
+			break
+		}
+	})
+}

@@ -19,8 +19,9 @@ const (
 type Heartbeat struct {
 	// Time is when the sender sent it; required.
 	Time time.Time `json:"time"`
-	// Busy lists, from the agent, the jobs it is running; the orchestrator
-	// treats it as those jobs' heartbeat. Empty from the orchestrator.
+	// Busy lists, from the agent, the jobs it is running, for diagnostics
+	// (a job's liveness is its agent's connection). Empty from the
+	// orchestrator.
 	Busy []string `json:"busy,omitempty"`
 }
 
