@@ -30,8 +30,11 @@ type Tx struct {
 // unchanged.
 //
 // When the engine reports that the transaction lost a race (SQLite busy
-// past busy_timeout, a PostgreSQL serialization failure or deadlock), the
-// transaction is rolled back and fn runs again, up to 5 times in all. So fn
+// past busy_timeout, a PostgreSQL serialization failure or deadlock), or
+// the server ended the connection before the COMMIT was sent (a restart,
+// an administrator terminating sessions), the transaction is rolled back
+// and fn runs again, up to 5 times in all. A failed COMMIT is never run
+// again: it may have landed. So fn
 // must only touch the database through tx, and must not have effects
 // outside it (sending messages, closing channels) that cannot repeat.
 //
@@ -40,7 +43,7 @@ type Tx struct {
 func (db *DB) Tx(ctx context.Context, fn func(tx *Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err := db.runTx(ctx, fn)
-		if err == nil || !retryable(err) {
+		if err == nil || !(retryable(err) || lostBeforeCommit(err)) {
 			return err
 		}
 		if attempt == txMaxAttempts {
@@ -72,18 +75,35 @@ func (db *DB) runTx(ctx context.Context, fn func(tx *Tx) error) error {
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
-		return fmt.Errorf("commit transaction: %w", err)
+		return &commitError{err: err}
 	}
 	return nil
 }
 
+// commitError is a failed COMMIT. Whether the transaction landed is then
+// unknown, so it is never run again on a lost connection.
+type commitError struct{ err error }
+
+func (e *commitError) Error() string { return "commit transaction: " + e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// lostBeforeCommit reports whether a transaction failed because the server
+// ended its connection before the COMMIT was sent: nothing was written, and
+// on a fresh connection it may simply run again.
+func lostBeforeCommit(err error) bool {
+	var ce *commitError
+	return connectionLost(err) && !errors.As(err, &ce)
+}
+
 // readTx runs fn in a read-only transaction, so that its several reads see
-// one snapshot. It is not retried: a reader never loses a race.
+// one snapshot. It is not retried for races (a reader never loses one),
+// only when the server ended the connection.
 func (db *DB) readTx(ctx context.Context, fn func(tx *Tx) error) error {
 	err := db.readTxOnce(ctx, fn)
-	if err != nil && connectionLost(err) && ctx.Err() == nil {
-		// The pooled connection was ended by the server (a restart, an
-		// administrator): the pool has dropped it, so try once more.
+	// A pooled connection the server ended (a restart, an administrator)
+	// fails its next use and leaves the pool; several idle ones may have
+	// been ended at once, so try a few more.
+	for attempt := 1; attempt < txMaxAttempts && err != nil && connectionLost(err) && ctx.Err() == nil; attempt++ {
 		err = db.readTxOnce(ctx, fn)
 	}
 	return err
