@@ -281,11 +281,21 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 			c.Close(protocol.CloseUnexpectedMessage, "unexpected "+m.Type()+" after registration")
 			return
 		}
-		seq, err := h.disp.Apply(ctx, a, m)
+		var seq uint64
+		err = retry(ctx, applyRetryDelays, func() error {
+			var err error
+			seq, err = h.disp.Apply(ctx, a, m)
+			if err != nil {
+				log.Warn("apply agent message failed; retrying", "type", m.Type(), "error", err)
+			}
+			return err
+		})
 		if err != nil {
-			// Not applied and not acknowledged. The agent replays what was
-			// not acknowledged when it reconnects, so close the connection
-			// rather than leave the job stalled behind a lost message.
+			// Still not applied, and not acknowledged. The agent replays
+			// what was not acknowledged when it reconnects, so close the
+			// connection rather than leave the job stalled behind a lost
+			// message. (A scaler agent's compute goes with its connection,
+			// which is why a passing database fault is retried first.)
 			log.Error("apply agent message failed; closing so the agent replays", "type", m.Type(), "error", err)
 			c.Close(int(websocket.StatusInternalError), "message not applied; reconnect and replay")
 			return
@@ -346,4 +356,30 @@ func clientHost(addr string) string {
 		return addr
 	}
 	return host
+}
+
+// applyRetryDelays are the pauses between attempts to apply one agent
+// message. Applying is idempotent (a message's seq is applied at most
+// once), so a retry is always safe; about two seconds in all ride out a
+// database that dropped its connections, well inside a heartbeat interval.
+var applyRetryDelays = []time.Duration{100 * time.Millisecond, 400 * time.Millisecond, 1600 * time.Millisecond}
+
+// retry calls fn until it succeeds, pausing delays[i] before attempt i+2.
+// It returns fn's last error, or ctx's error if ctx ends during a pause.
+func retry(ctx context.Context, delays []time.Duration, fn func() error) error {
+	err := fn()
+	for _, d := range delays {
+		if err == nil {
+			return nil
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+		err = fn()
+	}
+	return err
 }
