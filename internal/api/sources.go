@@ -217,7 +217,7 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "the job token's job is not running")
 		return
 	}
-	run, err := s.db.GetRun(r.Context(), job.RunID)
+	run, err := s.db.GetRunHead(r.Context(), job.RunID)
 	if err != nil || run.Source != name || run.SHA != sha {
 		writeError(w, http.StatusForbidden, "the job token does not grant this source and commit")
 		return

@@ -247,7 +247,7 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 		if err := tx.ResetJobSeq(ctx, job.ID); err != nil {
 			return err
 		}
-		run, err = tx.GetRun(ctx, job.RunID)
+		run, err = tx.GetRunHead(ctx, job.RunID) // the dispatch needs the event and commit, not the jobs
 		if err != nil {
 			return err
 		}

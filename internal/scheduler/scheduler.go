@@ -252,7 +252,10 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 	if err := tx.LockRun(ctx, runID); err != nil {
 		return nil, err
 	}
-	run, err := tx.GetRun(ctx, runID)
+	// The outline leaves specs encoded and steps out: only the jobs that
+	// become ready are decoded below, so a wide run is not decoded whole
+	// after every job that ends.
+	run, err := tx.GetRunOutline(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +287,10 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 			if j.Status != store.JobWaiting {
 				continue
 			}
-			to, reason, ready := s.decide(j, upstreams[j.ID], byID, ev, inputs)
+			to, reason, ready, err := s.decide(j, upstreams[j.ID], byID, ev, inputs)
+			if err != nil {
+				return nil, err
+			}
 			if !ready {
 				continue
 			}
@@ -305,13 +311,25 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 					}
 				}
 			default:
-				if err := s.endJobUnrun(ctx, tx, *j, to, reason, now); err != nil {
+				full, err := tx.GetJob(ctx, j.ID) // with its steps, to end them too
+				if err != nil {
+					return nil, err
+				}
+				if err := s.endJobUnrun(ctx, tx, full, to, reason, now); err != nil {
 					return nil, err
 				}
 			}
 			j.Status, j.Error = to, reason
 			events = append(events, apiv1.Event{Kind: "job", RunID: runID, Job: j.Name, JobID: j.ID, Status: string(to), Error: reason})
 			changed = true
+		}
+	}
+	for i := range run.Jobs {
+		// aggregate reads continue-on-error of the failed jobs.
+		if run.Jobs[i].Status == store.JobFailure {
+			if err := run.Jobs[i].DecodeSpec(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if to, msg, done := aggregate(run.Jobs); done {
@@ -327,14 +345,24 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 }
 
 // decide says what a waiting job becomes, if its upstreams have all ended.
-func (s *Scheduler) decide(j *store.Job, ups []store.JobNeed, byID map[string]*store.Job, ev trigger.Event, inputs map[string]string) (store.JobStatus, string, bool) {
+// The specs of j and its upstreams are decoded once they are needed.
+func (s *Scheduler) decide(j *store.Job, ups []store.JobNeed, byID map[string]*store.Job, ev trigger.Event, inputs map[string]string) (store.JobStatus, string, bool, error) {
+	for _, e := range ups {
+		up := byID[e.NeedsJobID]
+		if up == nil || !runstate.JobTerminal(up.Status) {
+			return "", "", false, nil
+		}
+		if err := up.DecodeSpec(); err != nil {
+			return "", "", false, err
+		}
+	}
+	if err := j.DecodeSpec(); err != nil {
+		return "", "", false, err
+	}
 	needs := map[string]workflow.StatusVars{}
 	var unmet []string
 	for _, e := range ups {
 		up := byID[e.NeedsJobID]
-		if up == nil || !runstate.JobTerminal(up.Status) {
-			return "", "", false
-		}
 		status := effectiveStatus(up)
 		if !slices.Contains(e.RunOn, status) {
 			unmet = append(unmet, fmt.Sprintf("%s (%s)", up.Name, status))
@@ -346,7 +374,7 @@ func (s *Scheduler) decide(j *store.Job, ups []store.JobNeed, byID map[string]*s
 		needs[base] = workflow.StatusVars{Status: worse(needs[base].Status, status)}
 	}
 	if len(unmet) > 0 {
-		return store.JobSkipped, "upstream_unmet: " + strings.Join(unmet, ", "), true
+		return store.JobSkipped, "upstream_unmet: " + strings.Join(unmet, ", "), true, nil
 	}
 	overall := workflow.NeedSuccess
 	for _, n := range needs {
@@ -360,12 +388,12 @@ func (s *Scheduler) decide(j *store.Job, ups []store.JobNeed, byID map[string]*s
 		Needs: needs, Job: workflow.StatusVars{Status: overall},
 	})
 	if err != nil {
-		return store.JobFailure, err.Error(), true
+		return store.JobFailure, err.Error(), true, nil
 	}
 	if !run {
-		return store.JobSkipped, fmt.Sprintf("if: %s is false", j.Spec.If), true
+		return store.JobSkipped, fmt.Sprintf("if: %s is false", j.Spec.If), true, nil
 	}
-	return store.JobQueued, "", true
+	return store.JobQueued, "", true, nil
 }
 
 // effectiveStatus is the status an upstream counts as for its dependants:

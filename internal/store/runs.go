@@ -63,6 +63,23 @@ type Job struct {
 	FinishedAt *time.Time
 	// Steps are by index. Only GetRun, GetJob and CreateRun fill them.
 	Steps []Step
+	// SpecJSON is the spec still encoded. Only GetRunOutline sets it, and
+	// then leaves Spec empty: DecodeSpec fills Spec from it, so a caller
+	// that needs the specs of few jobs decodes only those.
+	SpecJSON json.RawMessage
+}
+
+// DecodeSpec fills Spec from SpecJSON, once; it does nothing when the spec
+// is already decoded.
+func (j *Job) DecodeSpec() error {
+	if j.SpecJSON == nil {
+		return nil
+	}
+	if err := json.Unmarshal(j.SpecJSON, &j.Spec); err != nil {
+		return fmt.Errorf("decode spec of job %q: %w", j.ID, err)
+	}
+	j.SpecJSON = nil
+	return nil
 }
 
 // Step is one step of a job.
@@ -131,6 +148,26 @@ func scanRun(row interface{ Scan(...any) error }) (Run, error) {
 		&r.Ref, &r.SHA, &r.Status, stringCol{&r.Error}, jsonCol[workflow.Workflow]{&r.Plan},
 		stringCol{&r.ParentRunID}, timeCol{&r.CreatedAt}, nullTimeCol{&r.StartedAt}, nullTimeCol{&r.FinishedAt})
 	return r, err
+}
+
+// runHeadColumns are runColumns without the plan, for reads that do not
+// need it (decoding a large workflow's plan is most of such a read).
+const runHeadColumns = "id, source, workflow, workflow_file, event, event_kind, ref, sha, status, error, parent_run_id, created_at, started_at, finished_at"
+
+func scanRunHead(row interface{ Scan(...any) error }) (Run, error) {
+	var r Run
+	err := row.Scan(&r.ID, &r.Source, &r.Workflow, &r.WorkflowFile, rawJSONCol{&r.Event}, &r.EventKind,
+		&r.Ref, &r.SHA, &r.Status, stringCol{&r.Error},
+		stringCol{&r.ParentRunID}, timeCol{&r.CreatedAt}, nullTimeCol{&r.StartedAt}, nullTimeCol{&r.FinishedAt})
+	return r, err
+}
+
+func scanJobEncoded(row interface{ Scan(...any) error }) (Job, error) {
+	var j Job
+	err := row.Scan(&j.ID, &j.RunID, &j.Name, &j.Status, jsonCol[[]string]{&j.RunsOn}, rawJSONCol{&j.SpecJSON},
+		stringCol{&j.AgentID}, stringCol{&j.Error}, &j.Attempt, &j.LastSeq,
+		timeCol{&j.CreatedAt}, nullTimeCol{&j.StartedAt}, nullTimeCol{&j.FinishedAt})
+	return j, err
 }
 
 const jobColumns = "id, run_id, name, status, runs_on, spec, agent_id, error, attempt, last_seq, created_at, started_at, finished_at"
@@ -297,6 +334,45 @@ func (tx *Tx) GetRun(ctx context.Context, id string) (Run, error) {
 	run.Jobs, err = tx.listJobs(ctx, "run_id = ?", id)
 	if err != nil {
 		return Run{}, fmt.Errorf("get run %q: %w", id, err)
+	}
+	return run, nil
+}
+
+// GetRunHead returns the run's own row, or ErrNotFound: Plan and Jobs are
+// left empty. It is the read for paths that need the run's event, source
+// and commit, such as building a dispatch.
+func (q *queries) GetRunHead(ctx context.Context, id string) (Run, error) {
+	run, err := scanRunHead(q.queryRow(ctx, "SELECT "+runHeadColumns+" FROM runs WHERE id = ?", id))
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %q: %w", id, classify(err))
+	}
+	return run, nil
+}
+
+// GetRunOutline returns the run's row (as GetRunHead) with its jobs in
+// creation order, or ErrNotFound. The jobs come without steps and with
+// their specs still encoded (see Job.DecodeSpec): the scheduler reads a
+// run after every job that ends, and decoding every spec and step of a
+// wide run each time made a run's cost grow with the square of its width.
+func (tx *Tx) GetRunOutline(ctx context.Context, id string) (Run, error) {
+	run, err := tx.GetRunHead(ctx, id)
+	if err != nil {
+		return Run{}, err
+	}
+	rows, err := tx.query(ctx, "SELECT "+jobColumns+" FROM jobs WHERE run_id = ? ORDER BY created_at, id", id)
+	if err != nil {
+		return Run{}, fmt.Errorf("get run %q: list jobs: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		j, err := scanJobEncoded(rows)
+		if err != nil {
+			return Run{}, fmt.Errorf("get run %q: list jobs: %w", id, err)
+		}
+		run.Jobs = append(run.Jobs, j)
+	}
+	if err := rows.Err(); err != nil {
+		return Run{}, fmt.Errorf("get run %q: list jobs: %w", id, err)
 	}
 	return run, nil
 }

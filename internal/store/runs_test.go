@@ -40,6 +40,45 @@ func TestCreateRunAndGetRun(t *testing.T) {
 			t.Errorf("plan (-want +got):\n%s", diff)
 		}
 
+		// The head is the run without plan and jobs; the outline adds the
+		// jobs without steps, specs decoded on demand.
+		head, err := db.GetRunHead(ctx, created.ID)
+		if err != nil {
+			t.Fatalf("get run head: %v", err)
+		}
+		wantHead := got
+		wantHead.Plan, wantHead.Jobs = workflow.Workflow{}, nil
+		if diff := cmp.Diff(wantHead, head, cmpopts.EquateEmpty(), equateJSON); diff != "" {
+			t.Errorf("GetRunHead (-want +got):\n%s", diff)
+		}
+		var outline Run
+		if err := db.Tx(ctx, func(tx *Tx) error {
+			outline, err = tx.GetRunOutline(ctx, created.ID)
+			return err
+		}); err != nil {
+			t.Fatalf("get run outline: %v", err)
+		}
+		if len(outline.Jobs) != len(got.Jobs) {
+			t.Fatalf("outline has %d jobs, want %d", len(outline.Jobs), len(got.Jobs))
+		}
+		for i := range outline.Jobs {
+			j := &outline.Jobs[i]
+			if j.SpecJSON == nil || j.Spec.Name != "" || j.Steps != nil {
+				t.Errorf("outline job %d: want an encoded spec, an empty Spec and no steps, got %+v", i, *j)
+			}
+			if err := j.DecodeSpec(); err != nil {
+				t.Fatalf("decode spec: %v", err)
+			}
+			want := got.Jobs[i]
+			want.Steps = nil
+			if diff := cmp.Diff(want, *j, cmpopts.EquateEmpty(), equateJSON); diff != "" {
+				t.Errorf("outline job %d after DecodeSpec (-want +got):\n%s", i, diff)
+			}
+		}
+		if _, err := db.GetRunHead(ctx, "no-such-run"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetRunHead of a missing run: got %v, want ErrNotFound", err)
+		}
+
 		type jobSummary struct {
 			Name   string
 			Status JobStatus
@@ -113,13 +152,15 @@ func TestCreateRunAndGetRun(t *testing.T) {
 
 // equateJSON compares raw JSON by meaning: PostgreSQL's JSONB does not
 // keep key order or spacing.
-var equateJSON = cmp.Transformer("json", func(raw json.RawMessage) any {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return string(raw)
-	}
-	return v
-})
+// (Empty values are left to cmpopts.EquateEmpty.)
+var equateJSON = cmp.FilterValues(func(a, b json.RawMessage) bool { return len(a) > 0 || len(b) > 0 },
+	cmp.Transformer("json", func(raw json.RawMessage) any {
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return string(raw)
+		}
+		return v
+	}))
 
 // TestCreateRunIsAtomic makes CreateRun fail at different points and
 // checks that nothing of the run is left behind.
