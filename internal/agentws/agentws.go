@@ -163,7 +163,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // Accept wrote the response
 	}
 	ws.SetReadLimit(protocol.MaxMessageBytes)
-	c := &conn{ws: ws, timeout: h.cfg.WriteTimeout}
+	c := newConn(ws, h.cfg.WriteTimeout)
 	h.serve(r.Context(), c, tok)
 }
 
@@ -173,7 +173,20 @@ type conn struct {
 	timeout time.Duration
 	mu      sync.Mutex
 	once    sync.Once
+	// ready is closed once the registered reply is written (or the
+	// connection is given up): the dispatcher may pick the agent as soon
+	// as it is registered, but the agent must read registered first, or
+	// it takes the dispatch for a protocol error and drops it.
+	ready     chan struct{}
+	readyOnce sync.Once
 }
+
+func newConn(ws *websocket.Conn, timeout time.Duration) *conn {
+	return &conn{ws: ws, timeout: timeout, ready: make(chan struct{})}
+}
+
+// open lets messages other than the registered reply through.
+func (c *conn) open() { c.readyOnce.Do(func() { close(c.ready) }) }
 
 func (c *conn) Send(ctx context.Context, m protocol.Message) error {
 	data, err := protocol.Encode(m)
@@ -182,6 +195,13 @@ func (c *conn) Send(ctx context.Context, m protocol.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.timeout)
 	defer cancel()
+	if _, reply := m.(*protocol.Registered); !reply {
+		select {
+		case <-c.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("send %s: the agent's registration was not answered within %s", m.Type(), c.timeout)
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ws.Write(ctx, websocket.MessageText, data)
@@ -228,6 +248,7 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		return
 	}
 	defer h.disp.Unregister(context.WithoutCancel(ctx), a)
+	defer c.open() // on any early return, let waiting senders fail on the closed connection
 	if !h.stillUsable(ctx, cred) {
 		log.Warn("agent refused", "reason", "agent token revoked during registration")
 		h.refuse(ctx, cred, a.ID, protocol.CloseTokenRevoked, "agent token revoked")
@@ -237,6 +258,7 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 	if err := c.Send(ctx, reply); err != nil {
 		return
 	}
+	c.open()
 	hbCtx, stopHB := context.WithCancel(ctx)
 	defer stopHB()
 	interval := h.disp.HeartbeatInterval()
