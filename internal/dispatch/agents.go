@@ -52,8 +52,18 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 		if job.AgentID != a.ID || (job.Status != store.JobDispatched && job.Status != store.JobRunning) {
 			continue
 		}
-		if _, err := d.db.ClearRecovery(ctx, job.ID, a.ID); err != nil {
+		reclaimed, err := d.db.ClearRecovery(ctx, job.ID, a.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("reclaim job %q for agent %q: %w", job.ID, a.ID, err)
+		}
+		if !reclaimed {
+			// Not waiting for this agent: still its own only if the row
+			// is dispatched to it (a connection replaced before its end
+			// was seen); a job the recovery sweep ended meanwhile is not.
+			e, err := d.db.GetQueueEntry(ctx, job.ID)
+			if err != nil || e.Status != store.QueueDispatched || e.AgentID != a.ID {
+				continue
+			}
 		}
 		a.take(job.ID)
 		d.setAttempt(job.ID, job.Attempt)
@@ -86,7 +96,8 @@ func (d *Dispatcher) reconcileMissing(ctx context.Context, a *Agent, inFlight []
 			continue
 		}
 		if r.AckDeadline != nil {
-			d.requeue(ctx, r.JobID, fmt.Sprintf("agent %s reconnected without the job it had not acknowledged", a.ID))
+			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: a.ID, OnlyUnacked: true,
+				Reason: fmt.Sprintf("agent %s reconnected without the job it had not acknowledged", a.ID)}, 0)
 			continue
 		}
 		d.endJobByID(ctx, r.JobID, store.JobFailure,
@@ -118,7 +129,8 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 			continue
 		}
 		if entry.AckDeadline != nil && a.managed {
-			d.requeue(ctx, jobID, fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID))
+			d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID, OnlyUnacked: true,
+				Reason: fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID)}, 0)
 			continue
 		}
 		if _, err := d.db.SetRecovery(ctx, jobID, a.ID, deadline); err != nil {
@@ -242,7 +254,8 @@ func (d *Dispatcher) applyTx(ctx context.Context, tx *store.Tx, a *Agent, job st
 		_, err := tx.Ack(ctx, job.ID, a.ID)
 		return nil, false, err
 	case *protocol.JobReject:
-		events, err := d.requeueTx(ctx, tx, job.ID, fmt.Sprintf("agent %s rejected the job: %s", a.ID, m.Reason))
+		events, _, err := d.requeueTx(ctx, tx, store.RequeueRequest{JobID: job.ID, AgentID: a.ID,
+			Reason: fmt.Sprintf("agent %s rejected the job: %s", a.ID, m.Reason)})
 		return events, true, err
 	case *protocol.JobStatus:
 		return d.applyJobStatus(ctx, tx, job, m, now)

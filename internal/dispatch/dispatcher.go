@@ -281,7 +281,8 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	}
 	if err != nil {
 		a.release(job.ID)
-		d.requeue(ctx, job.ID, fmt.Sprintf("send to agent %s: %v", a.ID, err))
+		d.requeue(ctx, store.RequeueRequest{JobID: job.ID, AgentID: a.ID, OnlyUnacked: true,
+			Reason: fmt.Sprintf("send to agent %s: %v", a.ID, err)}, attempt)
 		return false, fmt.Errorf("send job %q to agent %q: %w", job.ID, a.ID, err)
 	}
 	d.log.Info("job dispatched", "run_id", job.RunID, "job_id", job.ID, "job", job.Name, "agent_id", a.ID, "attempt", attempt)
@@ -315,41 +316,57 @@ func (d *Dispatcher) setAttempt(jobID string, attempt int) {
 	d.mu.Unlock()
 }
 
-// requeue puts a dispatched job back in the queue, or fails it after
-// MaxAttempts dispatches.
-func (d *Dispatcher) requeue(ctx context.Context, jobID, reason string) {
+// requeue puts a job dispatched to r.AgentID back in the queue, or fails
+// it after MaxAttempts dispatches. attempt, when not 0, is the dispatch the
+// decision was about: a later dispatch of the job (to the same agent after
+// a reconnect, say) is left alone. A requeue whose condition no longer
+// holds does nothing.
+func (d *Dispatcher) requeue(ctx context.Context, r store.RequeueRequest, attempt int) {
 	var events []apiv1.Event
+	var done bool
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		events, done = nil, false
+		if attempt != 0 {
+			job, err := tx.GetJob(ctx, r.JobID)
+			if err != nil || job.Attempt != attempt {
+				return err
+			}
+		}
 		var err error
-		events, err = d.requeueTx(ctx, tx, jobID, reason)
+		events, done, err = d.requeueTx(ctx, tx, r)
 		return err
 	})
 	if err != nil {
-		d.log.Error("requeue failed", "job_id", jobID, "error", err)
+		d.log.Error("requeue failed", "job_id", r.JobID, "agent_id", r.AgentID, "error", err)
 		return
 	}
-	d.log.Warn("job requeued", "job_id", jobID, "reason", reason)
+	if !done {
+		d.log.Debug("requeue not needed: the dispatch was settled meanwhile", "job_id", r.JobID, "agent_id", r.AgentID, "reason", r.Reason)
+		return
+	}
+	d.log.Warn("job requeued", "job_id", r.JobID, "agent_id", r.AgentID, "reason", r.Reason)
 	d.publish(events)
 	d.JobsQueued()
 }
 
-func (d *Dispatcher) requeueTx(ctx context.Context, tx *store.Tx, jobID, reason string) ([]apiv1.Event, error) {
-	entry, ok, err := tx.Requeue(ctx, jobID, reason)
+func (d *Dispatcher) requeueTx(ctx context.Context, tx *store.Tx, r store.RequeueRequest) ([]apiv1.Event, bool, error) {
+	entry, ok, err := tx.Requeue(ctx, r)
 	if err != nil || !ok {
-		return nil, err
+		return nil, false, err
 	}
-	job, err := tx.GetJob(ctx, jobID)
+	job, err := tx.GetJob(ctx, r.JobID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if entry.DispatchAttempts >= MaxAttempts {
-		return d.failJob(ctx, tx, job, fmt.Sprintf("dispatch attempts exhausted (%d): %s", entry.DispatchAttempts, reason))
+		events, err := d.failJob(ctx, tx, job, fmt.Sprintf("dispatch attempts exhausted (%d): %s", entry.DispatchAttempts, r.Reason))
+		return events, true, err
 	}
-	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: jobID, From: runstate.JobFrom(store.JobQueued), To: store.JobQueued})
+	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: r.JobID, From: runstate.JobFrom(store.JobQueued), To: store.JobQueued})
 	if err != nil || !changed {
-		return nil, err
+		return nil, true, err
 	}
-	return []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(store.JobQueued), Error: reason}}, nil
+	return []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(store.JobQueued), Error: r.Reason}}, true, nil
 }
 
 // failJob ends a job with failure (whatever non-terminal status it is in),
@@ -415,7 +432,8 @@ func (d *Dispatcher) sweepAcks(ctx context.Context) {
 			a.release(r.JobID)
 			a.conn.Close(protocol.CloseAckTimeout, "dispatch not acknowledged in time")
 		}
-		d.requeue(ctx, r.JobID, fmt.Sprintf("agent %s did not acknowledge the dispatch within %s", r.AgentID, d.cfg.AckTimeout))
+		d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: r.AgentID, OnlyUnacked: true,
+			Reason: fmt.Sprintf("agent %s did not acknowledge the dispatch within %s", r.AgentID, d.cfg.AckTimeout)}, 0)
 	}
 }
 
@@ -429,12 +447,46 @@ func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
 	for _, r := range rows {
 		if r.AckDeadline != nil {
 			// Never acknowledged: the agent most likely never received it.
-			d.requeue(ctx, r.JobID, fmt.Sprintf("agent %s disconnected before acknowledging the dispatch and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow))
+			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: r.AgentID, OnlyUnacked: true,
+				Reason: fmt.Sprintf("agent %s disconnected before acknowledging the dispatch and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow)}, 0)
 			continue
 		}
 		msg := fmt.Sprintf("agent lost: agent %s disconnected and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow)
-		d.endJobByID(ctx, r.JobID, store.JobFailure, msg)
+		d.endLostJob(ctx, r, msg)
 	}
+}
+
+// endLostJob fails a job whose recovery window r expired, unless its agent
+// reclaimed it after the sweep listed it.
+func (d *Dispatcher) endLostJob(ctx context.Context, r store.QueueEntry, msg string) {
+	var events []apiv1.Event
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		events = nil
+		e, err := tx.GetQueueEntry(ctx, r.JobID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // the job ended meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if e.RecoveryDeadline == nil || e.RecoveryAgentID != r.RecoveryAgentID {
+			return nil // reclaimed meanwhile
+		}
+		job, err := tx.GetJob(ctx, r.JobID)
+		if err != nil {
+			return err
+		}
+		events, err = d.endJob(ctx, tx, job, store.JobFailure, msg)
+		return err
+	})
+	if err != nil {
+		d.log.Error("end lost job failed", "job_id", r.JobID, "error", err)
+		return
+	}
+	if len(events) > 0 {
+		d.log.Warn("job ended by the orchestrator", "job_id", r.JobID, "status", store.JobFailure, "reason", msg)
+	}
+	d.publish(events)
 }
 
 // sweepQueue fails the jobs that waited in the queue too long, with the

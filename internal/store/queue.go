@@ -181,26 +181,46 @@ func (q *queries) Ack(ctx context.Context, jobID, agentID string) (bool, error) 
 	return changed, nil
 }
 
+// RequeueRequest says which dispatched row to put back to pending, and on
+// what condition.
+type RequeueRequest struct {
+	JobID string
+	// AgentID is the agent the row must still be dispatched to. A decision
+	// taken about one dispatch must not undo a later one: between the
+	// decision and the update the row may have been requeued and claimed
+	// again.
+	AgentID string
+	// OnlyUnacked requeues only a dispatch not yet acknowledged, for
+	// decisions based on a missing ack that the ack may overtake.
+	OnlyUnacked bool
+	// Reason is recorded as LastRequeueReason.
+	Reason string
+}
+
 // Requeue puts a dispatched row back to pending: it clears the agent, the
 // ack deadline and any recovery, adds one to DispatchAttempts and records
-// reason. It returns the row as updated, or false if the row is not
-// dispatched (someone else requeued or dequeued it first), and ErrNotFound
-// if there is no row. Giving up after too many attempts is the caller's
-// decision.
-func (q *queries) Requeue(ctx context.Context, jobID, reason string) (QueueEntry, bool, error) {
+// the reason. It returns the row as updated, or false if the row is not
+// dispatched to r.AgentID (or was acknowledged, with OnlyUnacked), and
+// ErrNotFound if there is no row. Giving up after too many attempts is the
+// caller's decision.
+func (q *queries) Requeue(ctx context.Context, r RequeueRequest) (QueueEntry, bool, error) {
+	cond := ""
+	if r.OnlyUnacked {
+		cond = " AND ack_deadline IS NOT NULL"
+	}
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
 		`UPDATE dispatch_queue
 		 SET status = 'pending', agent_id = NULL, ack_deadline = NULL,
 		     recovery_agent_id = NULL, recovery_deadline = NULL,
 		     dispatch_attempts = dispatch_attempts + 1, last_requeue_reason = ?, updated_at = ?
-		 WHERE job_id = ? AND status = 'dispatched'
+		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ?`+cond+`
 		 RETURNING `+queueColumns,
-		nullStringArg(reason), timeArg(q.clock.Now()), jobID))
+		nullStringArg(r.Reason), timeArg(q.clock.Now()), r.JobID, r.AgentID))
 	if err == nil && !ok {
-		_, err = q.guarded(ctx, false, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
+		_, err = q.guarded(ctx, false, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", r.JobID)
 	}
 	if err != nil {
-		return QueueEntry{}, false, fmt.Errorf("requeue job %q: %w", jobID, err)
+		return QueueEntry{}, false, fmt.Errorf("requeue job %q: %w", r.JobID, err)
 	}
 	return e, ok, nil
 }

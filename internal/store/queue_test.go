@@ -297,7 +297,7 @@ func TestQueueLifecycle(t *testing.T) {
 		}
 		ok, err = db.Ack(ctx, job, "agent-1")
 		check("ack a pending row", ok, err, result{})
-		_, ok, err = db.Requeue(ctx, job, "x")
+		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", Reason: "x"})
 		check("requeue a pending row", ok, err, result{})
 
 		e, ok, err := db.ClaimJob(ctx, job, "agent-1", ackDeadline)
@@ -346,14 +346,16 @@ func TestQueueLifecycle(t *testing.T) {
 		ok, err = db.ClearRecovery(ctx, job, "agent-1")
 		check("clear recovery of an unacked row", ok, err, result{Changed: true})
 
-		e, ok, err = db.Requeue(ctx, job, "ack timeout")
+		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-2", Reason: "ack timeout"})
+		check("requeue a row dispatched to another agent", ok, err, result{})
+		e, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", Reason: "ack timeout"})
 		check("requeue a dispatched row", ok, err, result{Changed: true})
 		want := QueueEntry{JobID: job, RunID: runID, Labels: []string{"linux"}, Status: QueuePending,
 			DispatchAttempts: 1, LastRequeueReason: "ack timeout"}
 		if diff := cmp.Diff(want, e, cmpopts.IgnoreFields(QueueEntry{}, "EnqueuedAt", "UpdatedAt")); diff != "" {
 			t.Errorf("requeued row (-want +got):\n%s", diff)
 		}
-		_, ok, err = db.Requeue(ctx, job, "again")
+		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", Reason: "again"})
 		check("requeue twice", ok, err, result{})
 
 		if _, ok, err := db.ClaimForAgent(ctx, "agent-2", []string{"linux"}, ackDeadline); err != nil || !ok {
@@ -368,6 +370,8 @@ func TestQueueLifecycle(t *testing.T) {
 		if acks, _ := db.ExpiredAckDeadlines(ctx, ackDeadline.Add(time.Hour)); len(acks) != 0 {
 			t.Errorf("got %d expired ack deadlines after the ack, want 0", len(acks))
 		}
+		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-2", OnlyUnacked: true, Reason: "late ack timeout"})
+		check("requeue an acknowledged row for a missing ack", ok, err, result{})
 
 		recoverBy := testNow.Add(2 * time.Minute)
 		ok, err = db.SetRecovery(ctx, job, "agent-1", recoverBy)
