@@ -97,6 +97,15 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 	}
 	if in.WebhookSecret != "" {
 		row.WebhookSecrets = []string{in.WebhookSecret}
+		if s.cfg.Secrets != nil {
+			sealed, err := s.cfg.Secrets.SealWebhookSecrets(in.Name, row.WebhookSecrets)
+			if err != nil {
+				s.log.Error("seal webhook secret failed", "source", in.Name, "error", err)
+				writeError(w, http.StatusInternalServerError, "could not seal the webhook secret; see the orchestrator's log")
+				return
+			}
+			row.WebhookSecrets = sealed
+		}
 	}
 	created, err := s.db.CreateSource(r.Context(), row)
 	if err != nil {

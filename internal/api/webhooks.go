@@ -129,7 +129,16 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, deliveryID, kin
 		writeError(w, http.StatusInternalServerError, fmt.Sprintf("source %q has no webhook secret configured; add one to accept webhooks", name))
 		return
 	}
-	if !checkSignature(r.Header.Get("X-Hub-Signature-256"), body, src.WebhookSecrets) {
+	hmacKeys := src.WebhookSecrets
+	if s.cfg.Secrets != nil {
+		if hmacKeys, err = s.cfg.Secrets.OpenWebhookSecrets(name, src.WebhookSecrets); err != nil {
+			s.log.Error("open webhook secrets failed", "source", name, "error", err)
+			record(verdictMisconfigured, "webhook secret does not open with the secret key in use", nil)
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("the webhook secret of source %q cannot be opened with the orchestrator's secret key; see its log", name))
+			return
+		}
+	}
+	if !checkSignature(r.Header.Get("X-Hub-Signature-256"), body, hmacKeys) {
 		record(verdictBadSignature, "X-Hub-Signature-256 does not match", nil)
 		writeError(w, http.StatusUnauthorized, "signature missing or invalid (X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>)")
 		return

@@ -425,7 +425,8 @@ func TestWebhookConcurrentDuplicates(t *testing.T) {
 }
 
 // TestWebhookSecretRotation: while a secret is being rotated the source has
-// both, newest first, and a delivery signed with either is accepted.
+// both, newest first, and a delivery signed with either is accepted, be it
+// stored sealed (as the API stores it) or in plaintext.
 func TestWebhookSecretRotation(t *testing.T) {
 	t.Parallel()
 	forEachEngine(t, func(t *testing.T, h *harness) {
@@ -437,7 +438,13 @@ func TestWebhookSecretRotation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.WebhookSecrets = []string{newSecret, oldSecret}
+		// The API stored the secret sealed, never as given.
+		if len(src.WebhookSecrets) != 1 || strings.Contains(src.WebhookSecrets[0], oldSecret) || !strings.HasPrefix(src.WebhookSecrets[0], "kici-sealed:") {
+			t.Fatalf("stored webhook secrets %q: want one sealed value without the plaintext", src.WebhookSecrets)
+		}
+		// An operator's tool (or an older kici) may still store plaintext
+		// values; they are accepted next to sealed ones.
+		src.WebhookSecrets = []string{newSecret, src.WebhookSecrets[0]}
 		if err := db.UpdateSource(t.Context(), src); err != nil {
 			t.Fatal(err)
 		}

@@ -85,6 +85,9 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.secrets = secretStore
+	if _, err := secretStore.SealStoredWebhookSecrets(ctx); err != nil {
+		return err
+	}
 	adminTokens := auth.NewAdminTokens(s.db, auth.AdminTokensConfig{Bootstrap: s.cfg.BootstrapAdminToken})
 	if err := s.warnAboutAdminAccess(ctx); err != nil {
 		return err

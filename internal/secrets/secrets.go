@@ -269,7 +269,8 @@ func (s *Service) openSecret(r store.Secret) (string, error) {
 
 // RotateResult is what a key rotation did.
 type RotateResult struct {
-	// Resealed is how many secrets were re-encrypted.
+	// Resealed is how many secrets, and sources' webhook secrets, were
+	// re-encrypted.
 	Resealed int
 	// KeyVersion is the new key's generation.
 	KeyVersion int
@@ -281,8 +282,8 @@ type RotateResult struct {
 	KeyFile string
 }
 
-// Rotate re-encrypts every secret under newKey, and the key check with
-// it, in one transaction: either all of them move to the new key or none
+// Rotate re-encrypts every secret and every source's webhook secrets under
+// newKey, and the key check with it, in one transaction: either all of them move to the new key or none
 // does. When the key lives in the data dir, the new key replaces it
 // there; when it comes from KICI_SECRET_KEY, the operator must set the
 // variable to the new key before the next start (which refuses the old
@@ -322,6 +323,11 @@ func (s *Service) Rotate(ctx context.Context, newKey Key) (RotateResult, error) 
 			}
 			n++
 		}
+		var sources int
+		if err := s.resealWebhookSecrets(ctx, tx, newKey, version, func(string) bool { return true }, &sources); err != nil {
+			return err
+		}
+		n += sources
 		return s.writeCheck(ctx, tx, newKey, version)
 	})
 	if err != nil {

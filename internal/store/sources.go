@@ -15,9 +15,9 @@ type Source struct {
 	// (github).
 	Location string
 	// WebhookSecrets are the secrets a webhook signature may be made with,
-	// newest first; more than one while a secret is being rotated. They are
-	// stored as given: a caller that wants them encrypted at rest encrypts
-	// them first.
+	// newest first; more than one while a secret is being rotated. The
+	// store keeps them as given: the orchestrator seals them first (see
+	// secrets.Service.SealWebhookSecrets).
 	WebhookSecrets []string
 	// CreatedAt is stamped by CreateSource.
 	CreatedAt time.Time
