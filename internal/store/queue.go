@@ -78,7 +78,21 @@ func scanOptionalEntry(row *sql.Row) (QueueEntry, bool, error) {
 // Enqueue adds a pending row for a job. A job already in the queue gives
 // ErrConflict; a job or run that does not exist is refused by the schema.
 func (q *queries) Enqueue(ctx context.Context, ne NewQueueEntry) (QueueEntry, error) {
-	now := q.clock.Now()
+	e := newQueueEntry(ne, q.clock.Now())
+	_, err := q.exec(ctx,
+		"INSERT INTO dispatch_queue ("+queueInsertColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+		queueInsertArgs(e)...)
+	if err != nil {
+		return QueueEntry{}, fmt.Errorf("enqueue job %q: %w", ne.JobID, classify(err))
+	}
+	return e, nil
+}
+
+// queueInsertColumns are the columns a new queue row sets; queueInsertArgs
+// gives their values.
+const queueInsertColumns = "job_id, run_id, labels, status, enqueued_at, expires_at, updated_at"
+
+func newQueueEntry(ne NewQueueEntry, now time.Time) QueueEntry {
 	e := QueueEntry{
 		JobID: ne.JobID, RunID: ne.RunID, Labels: ne.Labels, Status: QueuePending,
 		EnqueuedAt: now, ExpiresAt: ne.ExpiresAt, UpdatedAt: now,
@@ -89,15 +103,12 @@ func (q *queries) Enqueue(ctx context.Context, ne NewQueueEntry) (QueueEntry, er
 	if e.ExpiresAt != nil {
 		e.ExpiresAt = new(normTime(*e.ExpiresAt))
 	}
-	_, err := q.exec(ctx,
-		`INSERT INTO dispatch_queue (job_id, run_id, labels, status, enqueued_at, expires_at, updated_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		e.JobID, e.RunID, stringsArg(e.Labels), string(e.Status), timeArg(e.EnqueuedAt), nullTimeArg(e.ExpiresAt),
-		timeArg(e.UpdatedAt))
-	if err != nil {
-		return QueueEntry{}, fmt.Errorf("enqueue job %q: %w", ne.JobID, classify(err))
-	}
-	return e, nil
+	return e
+}
+
+func queueInsertArgs(e QueueEntry) []any {
+	return []any{e.JobID, e.RunID, stringsArg(e.Labels), string(e.Status), timeArg(e.EnqueuedAt), nullTimeArg(e.ExpiresAt),
+		timeArg(e.UpdatedAt)}
 }
 
 // GetQueueEntry returns the queue row of a job, or ErrNotFound.

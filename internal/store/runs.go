@@ -242,11 +242,21 @@ func (tx *Tx) createRun(ctx context.Context, nr NewRun) (Run, error) {
 		return Run{}, fmt.Errorf("insert run: %w", err)
 	}
 
+	// One multi-row INSERT per table (in batches), not one statement per
+	// job, step, edge and queue row: on PostgreSQL each statement is a
+	// round trip, and a 250-job matrix took half a second to create.
 	idByName := make(map[string]string, len(nr.Jobs))
+	var jobRows, stepRows, needRows, queueRows [][]any
 	for _, nj := range nr.Jobs {
-		job, err := tx.insertJob(ctx, run.ID, nj)
+		job := newJob(run.ID, nj, tx.clock.Now())
+		spec, err := jsonArg(job.Spec)
 		if err != nil {
 			return Run{}, err
+		}
+		jobRows = append(jobRows, []any{job.ID, job.RunID, job.Name, string(job.Status), stringsArg(job.RunsOn), spec,
+			nil, nil, 0, 0, timeArg(job.CreatedAt), nil, nil})
+		for _, st := range job.Steps {
+			stepRows = append(stepRows, []any{st.JobID, st.Index, st.Name, string(st.Status)})
 		}
 		idByName[job.Name] = job.ID
 		run.Jobs = append(run.Jobs, job)
@@ -258,27 +268,34 @@ func (tx *Tx) createRun(ctx context.Context, nr NewRun) (Run, error) {
 			if !ok {
 				return Run{}, fmt.Errorf("job %q needs %q, which is not a job of the run", job.Name, need.Job)
 			}
-			_, err := tx.exec(ctx, "INSERT INTO job_needs (job_id, needs_job_id, run_on) VALUES (?, ?, ?)",
-				job.ID, upstream, stringsArg(need.On))
-			if err != nil {
-				return Run{}, fmt.Errorf("insert need of job %q on %q: %w", job.Name, need.Job, err)
-			}
+			needRows = append(needRows, []any{job.ID, upstream, stringsArg(need.On)})
 		}
 		if nj.Enqueue {
-			if _, err := tx.Enqueue(ctx, NewQueueEntry{
-				JobID: job.ID, RunID: run.ID, Labels: job.RunsOn, ExpiresAt: nr.QueueExpiresAt,
-			}); err != nil {
-				return Run{}, err
-			}
+			e := newQueueEntry(NewQueueEntry{JobID: job.ID, RunID: run.ID, Labels: job.RunsOn, ExpiresAt: nr.QueueExpiresAt}, tx.clock.Now())
+			queueRows = append(queueRows, queueInsertArgs(e))
 		}
+	}
+	if err := tx.insertRows(ctx, "jobs", jobColumns, jobRows); err != nil {
+		return Run{}, err
+	}
+	if err := tx.insertRows(ctx, "steps", "job_id, idx, name, status", stepRows); err != nil {
+		return Run{}, err
+	}
+	if err := tx.insertRows(ctx, "job_needs", "job_id, needs_job_id, run_on", needRows); err != nil {
+		return Run{}, err
+	}
+	if err := tx.insertRows(ctx, "dispatch_queue", queueInsertColumns, queueRows); err != nil {
+		return Run{}, err
 	}
 	return run, nil
 }
 
-func (tx *Tx) insertJob(ctx context.Context, runID string, nj NewJob) (Job, error) {
+// newJob is the job nj becomes in run runID, steps included, as it is
+// inserted.
+func newJob(runID string, nj NewJob, now time.Time) Job {
 	job := Job{
 		ID: nj.ID, RunID: runID, Name: nj.Spec.Name, Status: nj.Status,
-		RunsOn: nj.Spec.RunsOn, Spec: nj.Spec, CreatedAt: tx.clock.Now(),
+		RunsOn: nj.Spec.RunsOn, Spec: nj.Spec, CreatedAt: now,
 	}
 	if job.ID == "" {
 		job.ID = NewID()
@@ -289,28 +306,45 @@ func (tx *Tx) insertJob(ctx context.Context, runID string, nj NewJob) (Job, erro
 	if job.RunsOn == nil {
 		job.RunsOn = []string{}
 	}
-	spec, err := jsonArg(job.Spec)
-	if err != nil {
-		return Job{}, err
-	}
-	_, err = tx.exec(ctx,
-		"INSERT INTO jobs ("+jobColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		job.ID, job.RunID, job.Name, string(job.Status), stringsArg(job.RunsOn), spec, nil, nil, 0, 0,
-		timeArg(job.CreatedAt), nil, nil)
-	if err != nil {
-		return Job{}, fmt.Errorf("insert job %q: %w", job.Name, err)
-	}
 	for i, st := range job.Spec.Steps {
-		step := Step{JobID: job.ID, Index: i, Name: st.Name, Status: StepPending}
-		_, err := tx.exec(ctx,
-			"INSERT INTO steps (job_id, idx, name, status) VALUES (?, ?, ?, ?)",
-			step.JobID, step.Index, step.Name, string(step.Status))
-		if err != nil {
-			return Job{}, fmt.Errorf("insert step %d of job %q: %w", i, job.Name, err)
-		}
-		job.Steps = append(job.Steps, step)
+		job.Steps = append(job.Steps, Step{JobID: job.ID, Index: i, Name: st.Name, Status: StepPending})
 	}
-	return job, nil
+	return job
+}
+
+// maxInsertParams bounds the placeholders of one multi-row INSERT, well
+// under SQLite's limit (32766) and PostgreSQL's (65535).
+const maxInsertParams = 8000
+
+// insertRows inserts rows (each one value per column of columns) into
+// table with multi-row INSERT statements.
+func (tx *Tx) insertRows(ctx context.Context, table, columns string, rows [][]any) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	width := len(rows[0])
+	per := max(1, maxInsertParams/width)
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + ")"
+	for start := 0; start < len(rows); start += per {
+		batch := rows[start:min(start+per, len(rows))]
+		var q strings.Builder
+		q.WriteString("INSERT INTO " + table + " (" + columns + ") VALUES ")
+		args := make([]any, 0, len(batch)*width)
+		for i, r := range batch {
+			if len(r) != width {
+				return fmt.Errorf("insert into %s: row %d has %d values, want %d", table, start+i, len(r), width)
+			}
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(one)
+			args = append(args, r...)
+		}
+		if _, err := tx.exec(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("insert %d rows into %s: %w", len(batch), table, err)
+		}
+	}
+	return nil
 }
 
 // GetRun returns the run with its jobs and their steps, read from one

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -334,6 +335,45 @@ func TestRunFieldsRoundTrip(t *testing.T) {
 		want := normTime(testNow.Add(3600_500_000_123))
 		if e.ExpiresAt == nil || !e.ExpiresAt.Equal(want) || e.ExpiresAt.Location() != want.Location() {
 			t.Errorf("got queue expiry %v, want %v", e.ExpiresAt, want)
+		}
+	})
+}
+
+// TestCreateRunInBatches: a run wider than one INSERT statement may carry
+// (jobs are written maxInsertParams/13 at a time) is written whole, each
+// job with its steps, needs and queue row, in creation order.
+func TestCreateRunInBatches(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		n := maxInsertParams/13 + 50
+		jobs := []workflow.Job{testJob("root", []string{"linux"})}
+		for i := 1; i < n; i++ {
+			jobs = append(jobs, testJob(fmt.Sprintf("leaf-%04d", i), []string{"linux"}, "root"))
+		}
+		created := createTestRun(t, db, jobs...)
+		got, err := db.GetRun(t.Context(), created.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Jobs) != n {
+			t.Fatalf("got %d jobs, want %d", len(got.Jobs), n)
+		}
+		for i, j := range got.Jobs {
+			if j.Name != jobs[i].Name || len(j.Steps) != 2 || j.Steps[1].Name != "test" {
+				t.Fatalf("job %d: got %q with steps %+v, want %q with its 2 steps", i, j.Name, j.Steps, jobs[i].Name)
+			}
+		}
+		if got, want := countRows(t, db, "job_needs"), n-1; got != want {
+			t.Errorf("job_needs rows: got %d, want %d", got, want)
+		}
+		edges, err := db.ListJobNeeds(t.Context(), created.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range edges {
+			if e.NeedsJobID != got.Jobs[0].ID {
+				t.Fatalf("edge %+v: want every leaf to need root %s", e, got.Jobs[0].ID)
+			}
 		}
 	})
 }
