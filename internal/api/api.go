@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
@@ -58,6 +59,9 @@ type Config struct {
 	Scalers ScalerAdmin
 	// Diagnoser runs GET /api/v1/diagnose; nil answers 503 there.
 	Diagnoser Diagnoser
+	// Archives caches source archives for agents; nil makes every download
+	// produce its archive again.
+	Archives *archivecache.Cache
 }
 
 // Server is the HTTP API.

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -237,7 +239,13 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/gzip")
-	if err := src.Archive(r.Context(), sha, w); err != nil {
+	produce := func(ctx context.Context, w io.Writer) error { return src.Archive(ctx, sha, w) }
+	if s.cfg.Archives == nil {
+		err = produce(r.Context(), w)
+	} else {
+		_, err = s.cfg.Archives.Serve(r.Context(), name, sha, w, produce)
+	}
+	if err != nil {
 		s.log.Error("archive failed", "source", name, "sha", sha, "error", err)
 	}
 }

@@ -36,6 +36,10 @@ type Config struct {
 	// may make within a minute; the next one blocks it for a minute (429).
 	// 0 means DefaultAuthFailureLimit; a negative value disables the limit.
 	AuthFailureLimit int
+	// ArchiveCacheEntries is how many source archives (a tar.gz per source
+	// and commit) are kept in DataDir/archive-cache for agents to download;
+	// 0 turns the cache off.
+	ArchiveCacheEntries int
 	// QueueTimeout fails a job that waited this long in the queue; 0 never.
 	QueueTimeout time.Duration
 	// QueueSweepInterval is how often expired queue rows are swept.
@@ -70,6 +74,7 @@ const (
 	DefaultJobTimeout          = 6 * time.Hour
 	DefaultCancelGrace         = 10 * time.Second
 	DefaultAuthFailureLimit    = 20
+	DefaultArchiveCacheEntries = 32
 )
 
 // knownVars are every KICI_ variable some kici component reads, so that a
@@ -79,7 +84,7 @@ var knownVars = []string{
 	"KICI_BOOTSTRAP_ADMIN_TOKEN", "KICI_SCALER_CONFIG_PATH", "KICI_QUEUE_TIMEOUT_MS",
 	"KICI_QUEUE_SWEEP_INTERVAL_MS", "KICI_DISPATCH_ACK_TIMEOUT_MS", "KICI_AGENT_RECOVERY_WINDOW_MS",
 	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
-	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT",
+	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
@@ -133,6 +138,14 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 			errs = append(errs, fmt.Errorf("KICI_AUTH_FAILURE_LIMIT=%q: want a whole number (0 = default, below 0 = no limit)", v))
 		}
 		c.AuthFailureLimit = n
+	}
+	c.ArchiveCacheEntries = DefaultArchiveCacheEntries
+	if v := getenv("KICI_ARCHIVE_CACHE_ENTRIES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("KICI_ARCHIVE_CACHE_ENTRIES=%q: want a whole number >= 0 (0 = no cache)", v))
+		}
+		c.ArchiveCacheEntries = n
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err

@@ -16,7 +16,8 @@ func TestConfigFromEnv(t *testing.T) {
 	}{
 		{name: "defaults", env: map[string]string{}, check: func(t *testing.T, c Config) {
 			if c.HTTPAddr != ":4000" || c.QueueTimeout != time.Hour || c.DispatchAckTimeout != 10*time.Second ||
-				c.AgentRecoveryWindow != 120*time.Second || c.QueueSweepInterval != time.Minute || c.AgentAuth != "token" {
+				c.AgentRecoveryWindow != 120*time.Second || c.QueueSweepInterval != time.Minute || c.AgentAuth != "token" ||
+				c.ArchiveCacheEntries != 32 {
 				t.Errorf("got %+v, want the contract's defaults", c)
 			}
 		}},
@@ -40,6 +41,12 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 		}},
 		{name: "bad auth failure limit", env: map[string]string{"KICI_AUTH_FAILURE_LIMIT": "many"}, wantErr: `KICI_AUTH_FAILURE_LIMIT="many"`},
+		{name: "archive cache off", env: map[string]string{"KICI_ARCHIVE_CACHE_ENTRIES": "0"}, check: func(t *testing.T, c Config) {
+			if c.ArchiveCacheEntries != 0 {
+				t.Errorf("got ArchiveCacheEntries %d, want 0", c.ArchiveCacheEntries)
+			}
+		}},
+		{name: "negative archive cache", env: map[string]string{"KICI_ARCHIVE_CACHE_ENTRIES": "-3"}, wantErr: `KICI_ARCHIVE_CACHE_ENTRIES="-3"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

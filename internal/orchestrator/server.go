@@ -15,6 +15,7 @@ import (
 	"github.com/kici-dev/kici/internal/agentws"
 	"github.com/kici-dev/kici/internal/api"
 	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
@@ -135,6 +136,11 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s}
+	if n := s.cfg.ArchiveCacheEntries; n > 0 {
+		if apiCfg.Archives, err = archivecache.New(filepath.Join(s.cfg.DataDir, "archive-cache"), n, s.log); err != nil {
+			return err
+		}
+	}
 	if s.scalers != nil {
 		apiCfg.Scalers = s.scalers
 	}

@@ -1,0 +1,54 @@
+package api_test
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/kici-dev/kici/internal/auth"
+	"github.com/kici-dev/kici/internal/orchestrator"
+)
+
+// TestArchiveIsCached: the agents of a run download the archive of one
+// commit again and again; the second download comes from the archive
+// cache, not from git (the repository is gone by then), byte for byte the
+// same, and the cache holds one entry.
+func TestArchiveIsCached(t *testing.T) {
+	t.Parallel()
+	forEachEngineWith(t, func(c *orchestrator.Config) { c.ArchiveCacheEntries = 4 }, func(t *testing.T, h *harness) {
+		dir, sha := ciRepo(t)
+		h.addSource(t, "cached", dir, "")
+		runID := h.trigger(t, "cached")[0].ID
+		db := h.openStore(t)
+		run, err := db.GetRun(t.Context(), runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, err := auth.LoadJobTokens(h.dataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		header := http.Header{"Authorization": {"Bearer " + tokens.Mint(run.Jobs[0].ID, run.Jobs[0].Attempt)}}
+		download := func() []byte {
+			t.Helper()
+			resp := h.do(t, http.MethodGet, "/api/v1/sources/cached/archive/"+sha, header, nil)
+			if resp.status != http.StatusOK || !bytes.HasPrefix(resp.body, []byte{0x1f, 0x8b}) {
+				t.Fatalf("download: got status %d and %d bytes, want 200 and a gzip body", resp.status, len(resp.body))
+			}
+			return resp.body
+		}
+		first := download()
+		if err := os.RemoveAll(filepath.Join(dir, ".git")); err != nil {
+			t.Fatal(err)
+		}
+		if second := download(); !bytes.Equal(first, second) {
+			t.Fatalf("second download: %d bytes differing from the first's %d", len(second), len(first))
+		}
+		entries, err := filepath.Glob(filepath.Join(h.dataDir, "archive-cache", "*.tar.gz"))
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("cache entries: got %v (%v), want one", entries, err)
+		}
+	})
+}
