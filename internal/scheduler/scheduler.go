@@ -252,6 +252,23 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 	if err := tx.LockRun(ctx, runID); err != nil {
 		return nil, err
 	}
+	// Nothing can change while no job waits and some job has not ended:
+	// no job can be queued or skipped, and the run cannot end. That is
+	// every job end of a wide matrix but the last, so it is checked with
+	// a count before any job row is read.
+	counts, err := tx.CountRunJobs(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	unfinished := 0
+	for st, n := range counts {
+		if !runstate.JobTerminal(st) {
+			unfinished += n
+		}
+	}
+	if counts[store.JobWaiting] == 0 && unfinished > 0 {
+		return nil, nil
+	}
 	// The outline leaves specs encoded and steps out: only the jobs that
 	// become ready are decoded below, so a wide run is not decoded whole
 	// after every job that ends.

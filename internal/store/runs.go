@@ -411,6 +411,30 @@ func (tx *Tx) GetRunOutline(ctx context.Context, id string) (Run, error) {
 	return run, nil
 }
 
+// CountRunJobs returns how many jobs of the run are in each status (a
+// status no job has is absent). It reads no job rows, so the scheduler can
+// tell cheaply that a run has nothing to advance.
+func (tx *Tx) CountRunJobs(ctx context.Context, runID string) (map[JobStatus]int, error) {
+	rows, err := tx.query(ctx, "SELECT status, COUNT(*) FROM jobs WHERE run_id = ? GROUP BY status", runID)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs of run %q: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[JobStatus]int{}
+	for rows.Next() {
+		var st JobStatus
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, fmt.Errorf("count jobs of run %q: %w", runID, err)
+		}
+		out[st] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count jobs of run %q: %w", runID, err)
+	}
+	return out, nil
+}
+
 // GetJob returns the job with its steps, read from one snapshot, or
 // ErrNotFound.
 func (db *DB) GetJob(ctx context.Context, id string) (Job, error) {

@@ -363,6 +363,16 @@ func TestCreateRunInBatches(t *testing.T) {
 				t.Fatalf("job %d: got %q with steps %+v, want %q with its 2 steps", i, j.Name, j.Steps, jobs[i].Name)
 			}
 		}
+		var counts map[JobStatus]int
+		if err := db.Tx(t.Context(), func(tx *Tx) error {
+			counts, err = tx.CountRunJobs(t.Context(), created.ID)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(map[JobStatus]int{JobQueued: 1, JobWaiting: n - 1}, counts); diff != "" {
+			t.Errorf("job counts (-want +got):\n%s", diff)
+		}
 		if got, want := countRows(t, db, "job_needs"), n-1; got != want {
 			t.Errorf("job_needs rows: got %d, want %d", got, want)
 		}
