@@ -222,7 +222,7 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 	var freed bool
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		events, freed = nil, false
-		job, err := tx.GetJob(ctx, jobID)
+		job, err := tx.GetJobHead(ctx, jobID)
 		if err != nil {
 			return err
 		}
@@ -313,7 +313,7 @@ func (d *Dispatcher) applyLog(ctx context.Context, a *Agent, m *protocol.LogChun
 	if !a.holds(m.JobID) {
 		return nil
 	}
-	job, err := d.db.GetJob(ctx, m.JobID)
+	job, err := d.db.GetJobHead(ctx, m.JobID)
 	if err != nil {
 		return err
 	}

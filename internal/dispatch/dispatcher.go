@@ -400,7 +400,16 @@ func (d *Dispatcher) endJobOnly(ctx context.Context, tx *store.Tx, job store.Job
 	if to == store.JobFailure {
 		stepTo = store.StepSkipped
 	}
-	for _, st := range job.Steps {
+	steps := job.Steps
+	if steps == nil { // read without its steps (GetJobHead)
+		if steps, err = tx.ListJobSteps(ctx, job.ID); err != nil {
+			return nil, err
+		}
+	}
+	for _, st := range steps {
+		if runstate.StepTerminal(st.Status) {
+			continue // ended already; the guarded update would change nothing
+		}
 		target := stepTo
 		if st.Status == store.StepRunning {
 			target = store.StepCancelled

@@ -459,6 +459,40 @@ func (tx *Tx) GetJob(ctx context.Context, id string) (Job, error) {
 	return jobs[0], nil
 }
 
+// GetJobHead returns the job's own row, or ErrNotFound: without its steps,
+// and with its spec still encoded (see Job.DecodeSpec). It is the read of
+// the paths that run for every agent message, which need the job's agent,
+// run and status, not its steps.
+func (q *queries) GetJobHead(ctx context.Context, id string) (Job, error) {
+	j, err := scanJobEncoded(q.queryRow(ctx, "SELECT "+jobColumns+" FROM jobs WHERE id = ?", id))
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %q: %w", id, classify(err))
+	}
+	return j, nil
+}
+
+// ListJobSteps returns the steps of the job by index; none for a job that
+// does not exist.
+func (q *queries) ListJobSteps(ctx context.Context, jobID string) ([]Step, error) {
+	rows, err := q.query(ctx, "SELECT "+stepColumns+" FROM steps WHERE job_id = ? ORDER BY idx", jobID)
+	if err != nil {
+		return nil, fmt.Errorf("list steps of job %q: %w", jobID, err)
+	}
+	defer rows.Close()
+	var out []Step
+	for rows.Next() {
+		st, err := scanStep(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list steps of job %q: %w", jobID, err)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list steps of job %q: %w", jobID, err)
+	}
+	return out, nil
+}
+
 // listJobs returns the jobs matching where (a condition on jobs with one
 // argument), each with its steps.
 func (tx *Tx) listJobs(ctx context.Context, where string, arg any) ([]Job, error) {

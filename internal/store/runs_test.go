@@ -76,6 +76,32 @@ func TestCreateRunAndGetRun(t *testing.T) {
 				t.Errorf("outline job %d after DecodeSpec (-want +got):\n%s", i, diff)
 			}
 		}
+		for _, want := range got.Jobs {
+			head, err := db.GetJobHead(ctx, want.ID)
+			if err != nil {
+				t.Fatalf("get job head: %v", err)
+			}
+			if head.Steps != nil || head.SpecJSON == nil {
+				t.Errorf("job head %s: want no steps and an encoded spec", want.Name)
+			}
+			if err := head.DecodeSpec(); err != nil {
+				t.Fatal(err)
+			}
+			steps, err := db.ListJobSteps(ctx, want.ID)
+			if err != nil {
+				t.Fatalf("list job steps: %v", err)
+			}
+			if diff := cmp.Diff(want.Steps, steps, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("steps of %s (-want +got):\n%s", want.Name, diff)
+			}
+			want.Steps = nil
+			if diff := cmp.Diff(want, head, cmpopts.EquateEmpty(), equateJSON); diff != "" {
+				t.Errorf("job head %s after DecodeSpec (-want +got):\n%s", want.Name, diff)
+			}
+		}
+		if _, err := db.GetJobHead(ctx, "no-such-job"); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetJobHead of a missing job: got %v, want ErrNotFound", err)
+		}
 		if _, err := db.GetRunHead(ctx, "no-such-run"); !errors.Is(err, ErrNotFound) {
 			t.Errorf("GetRunHead of a missing run: got %v, want ErrNotFound", err)
 		}
