@@ -226,8 +226,12 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 			return err
 		}
 		waited = now.Sub(entry.EnqueuedAt)
-		job, err = tx.GetJob(ctx, entry.JobID)
+		// The dispatch needs the job's spec, not its step rows.
+		job, err = tx.GetJobHead(ctx, entry.JobID)
 		if err != nil {
+			return err
+		}
+		if err := job.DecodeSpec(); err != nil {
 			return err
 		}
 		attempt = job.Attempt + 1
