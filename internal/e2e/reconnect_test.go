@@ -114,6 +114,29 @@ func waitRecovering(t *testing.T, o *orchestrator, jobID string) {
 	})
 }
 
+// startRunning connects agentID, takes the dispatch of run id's job and
+// reports it running, and waits until the orchestrator has it running.
+func startRunning(t *testing.T, o *orchestrator, token, id, agentID string) (*scriptedAgent, *protocol.JobDispatch) {
+	t.Helper()
+	a := dialScripted(t, o, token, agentID, []string{"flaky"})
+	d := a.nextDispatch()
+	a.send(&protocol.JobAck{JobID: d.JobID, Seq: 1})
+	a.send(&protocol.JobStatus{JobID: d.JobID, Seq: 2, Status: "running"})
+	o.waitRun(t, id, 30*time.Second, "job to run", func(r apiv1.Run) bool { return job(t, r, "build").Status == "running" })
+	return a, d
+}
+
+// wantLost waits for run id to end and checks that its job failed as lost
+// because its agent came back without it.
+func wantLost(t *testing.T, o *orchestrator, id string) {
+	t.Helper()
+	r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
+	j := job(t, r, "build")
+	if r.Status != "failure" || j.Status != "failure" || !strings.Contains(j.Error, "reconnected without the job it was running") {
+		t.Fatalf("run %s, job %s (%q): want failure saying the agent reconnected without the job", r.Status, j.Status, j.Error)
+	}
+}
+
 // TestUnackedDispatchWaitsForItsAgent: the connection breaks after a
 // dispatch reached the agent but before its ack reached the orchestrator.
 // The agent may already run the job, so the job waits for it instead of
@@ -183,20 +206,12 @@ func TestReconnectWithoutRunningJobFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, dbURL string) {
 		o, token, id := reconnectDrill(t, dbURL)
-		first := dialScripted(t, o, token, "flaky-3", []string{"flaky"})
-		d := first.nextDispatch()
-		first.send(&protocol.JobAck{JobID: d.JobID, Seq: 1})
-		first.send(&protocol.JobStatus{JobID: d.JobID, Seq: 2, Status: "running"})
-		o.waitRun(t, id, 30*time.Second, "job to run", func(r apiv1.Run) bool { return job(t, r, "build").Status == "running" })
+		first, d := startRunning(t, o, token, id, "flaky-3")
 		first.conn.Close(websocket.StatusGoingAway, "agent restarting")
 		waitRecovering(t, o, d.JobID)
 
 		dialScripted(t, o, token, "flaky-3", []string{"flaky"})
-		r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
-		j := job(t, r, "build")
-		if r.Status != "failure" || j.Status != "failure" || !strings.Contains(j.Error, "reconnected without the job it was running") {
-			t.Fatalf("run %s, job %s (%q): want failure saying the agent reconnected without the job", r.Status, j.Status, j.Error)
-		}
+		wantLost(t, o, id)
 	})
 }
 
@@ -210,18 +225,10 @@ func TestReplacedConnectionJobsAreSettled(t *testing.T) {
 	t.Parallel()
 	engines(t, func(t *testing.T, dbURL string) {
 		o, token, id := reconnectDrill(t, dbURL)
-		old := dialScripted(t, o, token, "flaky-4", []string{"flaky"})
-		d := old.nextDispatch()
-		old.send(&protocol.JobAck{JobID: d.JobID, Seq: 1})
-		old.send(&protocol.JobStatus{JobID: d.JobID, Seq: 2, Status: "running"})
-		o.waitRun(t, id, 30*time.Second, "job to run", func(r apiv1.Run) bool { return job(t, r, "build").Status == "running" })
+		old, _ := startRunning(t, o, token, id, "flaky-4")
 
 		dialScripted(t, o, token, "flaky-4", []string{"flaky"})
-		r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
-		j := job(t, r, "build")
-		if r.Status != "failure" || j.Status != "failure" || !strings.Contains(j.Error, "reconnected without the job it was running") {
-			t.Fatalf("run %s, job %s (%q): want failure saying the agent reconnected without the job", r.Status, j.Status, j.Error)
-		}
+		wantLost(t, o, id)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		for {
