@@ -18,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -62,6 +63,10 @@ type Config struct {
 	// Archives caches source archives for agents; nil makes every download
 	// produce its archive again.
 	Archives *archivecache.Cache
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names
+	// the client (for the failed-authentication limit and the audit log);
+	// none means the peer's address is the client's.
+	TrustedProxies []netip.Prefix
 }
 
 // Server is the HTTP API.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -313,6 +314,47 @@ func TestFailedAuthenticationsAreLimited(t *testing.T) {
 			t.Errorf("public route while blocked: got %d, want 200", resp.status)
 		}
 	})
+}
+
+// TestFailedAuthenticationsBehindAProxy: behind a trusted reverse proxy
+// the limit counts the client named by X-Forwarded-For, so one client's
+// failures do not block every other client of the proxy; without the
+// proxy trusted, the header is ignored and the proxy's address is blocked.
+func TestFailedAuthenticationsBehindAProxy(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name          string
+		trusted       string
+		wantNeighbour int
+	}{
+		{name: "trusted proxy", trusted: "127.0.0.1", wantNeighbour: http.StatusOK},
+		{name: "untrusted proxy", trusted: "", wantNeighbour: http.StatusTooManyRequests},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := startServerWith(t, "", func(c *orchestrator.Config) {
+				c.AuthFailureLimit = 2
+				if tt.trusted != "" {
+					c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix(tt.trusted + "/32")}
+				}
+			})
+			from := func(client, token string) int {
+				hdr := http.Header{"X-Forwarded-For": {client}, "Authorization": {"Bearer " + token}}
+				return h.do(t, http.MethodGet, "/api/v1/runs", hdr, nil).status
+			}
+			for i := range 3 {
+				if got := from("203.0.113.7", "kadm_guess"); got != http.StatusUnauthorized {
+					t.Fatalf("failure %d: got %d, want 401", i+1, got)
+				}
+			}
+			if got := from("203.0.113.7", adminToken); got != http.StatusTooManyRequests {
+				t.Errorf("the failing client with a valid token: got %d, want 429", got)
+			}
+			if got := from("203.0.113.8", adminToken); got != tt.wantNeighbour {
+				t.Errorf("another client of the proxy with a valid token: got %d, want %d", got, tt.wantNeighbour)
+			}
+		})
+	}
 }
 
 // TestAuditLog: mutations (allowed, failed) and denied requests of every

@@ -24,6 +24,7 @@ const envHelp = `Environment (defaults in brackets):
   KICI_SECRET_KEY                64 hex digits sealing secrets [generated into the data dir; required with PostgreSQL]
   KICI_BOOTSTRAP_ADMIN_TOKEN     accepted as an owner token, for first set-up [unset]
   KICI_AUTH_FAILURE_LIMIT        failed authentications per client address per minute before 429s [20; <0 = none]
+  KICI_TRUSTED_PROXIES           reverse proxies (IPs, CIDRs) whose X-Forwarded-For names the client [none]
   KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [32]
   KICI_QUEUE_TIMEOUT_MS          fail a queued job after this wait; 0 = never [3600000]
   KICI_QUEUE_SWEEP_INTERVAL_MS   how often expired queue rows are swept [60000]

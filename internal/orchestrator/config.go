@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"sort"
 	"strconv"
@@ -36,6 +37,9 @@ type Config struct {
 	// may make within a minute; the next one blocks it for a minute (429).
 	// 0 means DefaultAuthFailureLimit; a negative value disables the limit.
 	AuthFailureLimit int
+	// TrustedProxies are the reverse proxies (addresses or CIDR prefixes)
+	// whose X-Forwarded-For header names the client; empty trusts none.
+	TrustedProxies []netip.Prefix
 	// ArchiveCacheEntries is how many source archives (a tar.gz per source
 	// and commit) are kept in DataDir/archive-cache for agents to download;
 	// 0 turns the cache off.
@@ -85,6 +89,7 @@ var knownVars = []string{
 	"KICI_QUEUE_SWEEP_INTERVAL_MS", "KICI_DISPATCH_ACK_TIMEOUT_MS", "KICI_AGENT_RECOVERY_WINDOW_MS",
 	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
 	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
+	"KICI_TRUSTED_PROXIES",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
@@ -139,6 +144,13 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		}
 		c.AuthFailureLimit = n
 	}
+	if v := getenv("KICI_TRUSTED_PROXIES"); v != "" {
+		p, err := ParseTrustedProxies(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_TRUSTED_PROXIES=%q: %w", v, err))
+		}
+		c.TrustedProxies = p
+	}
 	c.ArchiveCacheEntries = DefaultArchiveCacheEntries
 	if v := getenv("KICI_ARCHIVE_CACHE_ENTRIES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -151,6 +163,33 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		return Config{}, nil, err
 	}
 	return c, unknownVars(environ), c.Validate()
+}
+
+// ParseTrustedProxies reads a comma-separated list of addresses (a
+// single host) and CIDR prefixes, naming the first entry that is neither.
+func ParseTrustedProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for e := range strings.SplitSeq(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		if strings.Contains(e, "/") {
+			p, err := netip.ParsePrefix(e)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not an address or a CIDR prefix (like 10.0.0.0/8)", e)
+			}
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(e)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address or a CIDR prefix (like 10.0.0.0/8)", e)
+		}
+		a = a.Unmap()
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // Validate names the first bad field.

@@ -1,6 +1,8 @@
 package orchestrator
 
 import (
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,13 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Errorf("got ArchiveCacheEntries %d, want 0", c.ArchiveCacheEntries)
 			}
 		}},
+		{name: "trusted proxies", env: map[string]string{"KICI_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7,::1"}, check: func(t *testing.T, c Config) {
+			want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("::1/128")}
+			if !slices.Equal(c.TrustedProxies, want) {
+				t.Errorf("got TrustedProxies %v, want %v", c.TrustedProxies, want)
+			}
+		}},
+		{name: "bad trusted proxy", env: map[string]string{"KICI_TRUSTED_PROXIES": "10.0.0.0/8,proxy.internal"}, wantErr: `"proxy.internal" is not an address or a CIDR prefix`},
 		{name: "negative archive cache", env: map[string]string{"KICI_ARCHIVE_CACHE_ENTRIES": "-3"}, wantErr: `KICI_ARCHIVE_CACHE_ENTRIES="-3"`},
 	}
 	for _, tt := range tests {

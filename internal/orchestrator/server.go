@@ -135,7 +135,8 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.startScalers(ctx); err != nil {
 		return err
 	}
-	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s}
+	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s,
+		TrustedProxies: s.cfg.TrustedProxies}
 	if n := s.cfg.ArchiveCacheEntries; n > 0 {
 		if apiCfg.Archives, err = archivecache.New(filepath.Join(s.cfg.DataDir, "archive-cache"), n, s.log); err != nil {
 			return err
