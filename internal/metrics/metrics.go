@@ -25,6 +25,9 @@ type Registry struct {
 	JobsFinished *prometheus.CounterVec
 	// WebhookDeliveries counts webhook deliveries by verdict.
 	WebhookDeliveries *prometheus.CounterVec
+	// RetentionDeleted counts what retention deleted, by kind (runs,
+	// audit_entries, webhook_events).
+	RetentionDeleted *prometheus.CounterVec
 	// ScalerSpawnFailures counts failed spawns by backend type and by
 	// whether the spawn was bound to a job.
 	ScalerSpawnFailures *prometheus.CounterVec
@@ -61,6 +64,9 @@ func New() *Registry {
 		WebhookDeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kici_orch_webhook_deliveries_total", Help: "Webhook deliveries received, by verdict.",
 		}, []string{"verdict"}),
+		RetentionDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_retention_deleted_total", Help: "Rows deleted by retention, by kind (runs, audit_entries, webhook_events).",
+		}, []string{"kind"}),
 		ScalerSpawnFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kici_orch_scaler_spawn_failures_total", Help: "Failed agent spawns, by backend type and whether the spawn was bound to a job.",
 		}, []string{"backend", "bound"}),
@@ -91,8 +97,11 @@ func New() *Registry {
 			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 		}, []string{"status"}),
 	}
+	for _, kind := range []string{"runs", "audit_entries", "webhook_events"} {
+		r.RetentionDeleted.WithLabelValues(kind) // exposed at 0 from the start, so a rate() sees the first deletion
+	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.ScalerSpawnFailures, r.ScalerConfigReloads,
+		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.RetentionDeleted, r.ScalerSpawnFailures, r.ScalerConfigReloads,
 		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds)
 	return r
 }

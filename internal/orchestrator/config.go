@@ -40,6 +40,15 @@ type Config struct {
 	// TrustedProxies are the reverse proxies (addresses or CIDR prefixes)
 	// whose X-Forwarded-For header names the client; empty trusts none.
 	TrustedProxies []netip.Prefix
+	// RunRetention deletes finished runs (with their jobs, steps and logs)
+	// this long after they ended; AuditRetention and
+	// WebhookEventRetention delete audit entries and recorded webhook
+	// deliveries this old. 0 keeps them forever.
+	RunRetention          time.Duration
+	AuditRetention        time.Duration
+	WebhookEventRetention time.Duration
+	// RetentionSweepInterval is how often retention runs.
+	RetentionSweepInterval time.Duration
 	// ArchiveCacheEntries is how many source archives (a tar.gz per source
 	// and commit) are kept in DataDir/archive-cache for agents to download;
 	// 0 turns the cache off.
@@ -79,6 +88,7 @@ const (
 	DefaultCancelGrace         = 10 * time.Second
 	DefaultAuthFailureLimit    = 20
 	DefaultArchiveCacheEntries = 32
+	DefaultRetentionSweep      = time.Hour
 )
 
 // knownVars are every KICI_ variable some kici component reads, so that a
@@ -89,7 +99,8 @@ var knownVars = []string{
 	"KICI_QUEUE_SWEEP_INTERVAL_MS", "KICI_DISPATCH_ACK_TIMEOUT_MS", "KICI_AGENT_RECOVERY_WINDOW_MS",
 	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
 	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
-	"KICI_TRUSTED_PROXIES",
+	"KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
+	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
@@ -144,6 +155,22 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		}
 		c.AuthFailureLimit = n
 	}
+	ms("KICI_RETENTION_SWEEP_INTERVAL_MS", DefaultRetentionSweep, &c.RetentionSweepInterval)
+	days := func(name string, dst *time.Duration) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a whole number of days >= 0 (0 = keep forever)", name, v))
+			return
+		}
+		*dst = time.Duration(n) * 24 * time.Hour
+	}
+	days("KICI_RUN_RETENTION_DAYS", &c.RunRetention)
+	days("KICI_AUDIT_RETENTION_DAYS", &c.AuditRetention)
+	days("KICI_WEBHOOK_EVENT_RETENTION_DAYS", &c.WebhookEventRetention)
 	if v := getenv("KICI_TRUSTED_PROXIES"); v != "" {
 		p, err := ParseTrustedProxies(v)
 		if err != nil {

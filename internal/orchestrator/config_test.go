@@ -19,7 +19,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "defaults", env: map[string]string{}, check: func(t *testing.T, c Config) {
 			if c.HTTPAddr != ":4000" || c.QueueTimeout != time.Hour || c.DispatchAckTimeout != 10*time.Second ||
 				c.AgentRecoveryWindow != 120*time.Second || c.QueueSweepInterval != time.Minute || c.AgentAuth != "token" ||
-				c.ArchiveCacheEntries != 32 {
+				c.ArchiveCacheEntries != 32 || c.RunRetention != 0 || c.AuditRetention != 0 || c.RetentionSweepInterval != time.Hour {
 				t.Errorf("got %+v, want the contract's defaults", c)
 			}
 		}},
@@ -55,6 +55,13 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 		}},
 		{name: "bad trusted proxy", env: map[string]string{"KICI_TRUSTED_PROXIES": "10.0.0.0/8,proxy.internal"}, wantErr: `"proxy.internal" is not an address or a CIDR prefix`},
+		{name: "retention", env: map[string]string{"KICI_RUN_RETENTION_DAYS": "30", "KICI_AUDIT_RETENTION_DAYS": "400", "KICI_RETENTION_SWEEP_INTERVAL_MS": "500"}, check: func(t *testing.T, c Config) {
+			if c.RunRetention != 30*24*time.Hour || c.AuditRetention != 400*24*time.Hour || c.WebhookEventRetention != 0 || c.RetentionSweepInterval != 500*time.Millisecond {
+				t.Errorf("got run %s, audit %s, webhook events %s, sweep %s; want 720h, 9600h, 0 (keep), 500ms",
+					c.RunRetention, c.AuditRetention, c.WebhookEventRetention, c.RetentionSweepInterval)
+			}
+		}},
+		{name: "bad retention", env: map[string]string{"KICI_RUN_RETENTION_DAYS": "30d"}, wantErr: `KICI_RUN_RETENTION_DAYS="30d": want a whole number of days`},
 		{name: "negative archive cache", env: map[string]string{"KICI_ARCHIVE_CACHE_ENTRIES": "-3"}, wantErr: `KICI_ARCHIVE_CACHE_ENTRIES="-3"`},
 	}
 	for _, tt := range tests {

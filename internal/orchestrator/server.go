@@ -208,6 +208,7 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 2)
 	go func() { errc <- s.disp.Run(ctx) }()
 	go s.purgeDeliveries(ctx)
+	go s.retain(ctx)
 	if s.scalers != nil {
 		go s.scalers.reloadOnSIGHUP(ctx)
 		go func() { _ = s.scalers.manager.Run(ctx) }()
@@ -257,6 +258,86 @@ func (s *Server) purgeDeliveries(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// retainBatch is how many runs one retention transaction deletes.
+const retainBatch = 500
+
+// retain applies the retention settings now and then every
+// RetentionSweepInterval, until ctx ends.
+func (s *Server) retain(ctx context.Context) {
+	if s.cfg.RunRetention <= 0 && s.cfg.AuditRetention <= 0 && s.cfg.WebhookEventRetention <= 0 {
+		return
+	}
+	interval := s.cfg.RetentionSweepInterval
+	if interval <= 0 {
+		interval = DefaultRetentionSweep
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		s.retainOnce(ctx, time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// retainOnce deletes what the retention settings say is too old at now:
+// finished runs in batches (each batch's rows first, in one transaction,
+// then its log files), audit entries and webhook events.
+func (s *Server) retainOnce(ctx context.Context, now time.Time) {
+	count := func(kind string, n int) {
+		if s.metrics != nil && n > 0 {
+			s.metrics.RetentionDeleted.WithLabelValues(kind).Add(float64(n))
+		}
+	}
+	if keep := s.cfg.RunRetention; keep > 0 {
+		total := 0
+		for ctx.Err() == nil {
+			ids, err := s.db.DeleteRunsFinishedBefore(ctx, now.Add(-keep), retainBatch)
+			if err != nil {
+				s.log.Error("retention: delete finished runs failed", "error", err)
+				break
+			}
+			for _, id := range ids {
+				if err := s.logs.RemoveRun(ctx, id); err != nil {
+					s.log.Warn("retention: remove a deleted run's logs failed", "run_id", id, "error", err)
+				}
+			}
+			total += len(ids)
+			count("runs", len(ids))
+			if len(ids) < retainBatch {
+				break
+			}
+		}
+		if total > 0 {
+			s.log.Info("retention: finished runs deleted", "count", total, "ended_before", now.Add(-keep).UTC().Format(time.RFC3339))
+		}
+	}
+	for _, r := range []struct {
+		kind string
+		keep time.Duration
+		del  func(context.Context, time.Time) (int64, error)
+	}{
+		{"audit_entries", s.cfg.AuditRetention, s.db.DeleteAuditBefore},
+		{"webhook_events", s.cfg.WebhookEventRetention, s.db.DeleteWebhookEventsBefore},
+	} {
+		if r.keep <= 0 {
+			continue
+		}
+		n, err := r.del(ctx, now.Add(-r.keep))
+		if err != nil {
+			s.log.Error("retention: delete failed", "kind", r.kind, "error", err)
+			continue
+		}
+		count(r.kind, int(n))
+		if n > 0 {
+			s.log.Info("retention: deleted", "kind", r.kind, "count", n, "older_than", now.Add(-r.keep).UTC().Format(time.RFC3339))
 		}
 	}
 }
