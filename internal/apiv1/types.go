@@ -186,11 +186,33 @@ type Agent struct {
 	Version     string    `json:"version,omitempty"`
 	Hostname    string    `json:"hostname,omitempty"`
 	ConnectedAt time.Time `json:"connected_at"`
+	// Draining is true while an operator has drained the agent: it takes
+	// no new job and finishes the ones it has (see Drains for why).
+	Draining bool `json:"draining,omitempty"`
 }
 
 // AgentList is GET /api/v1/agents.
 type AgentList struct {
 	Agents []Agent `json:"agents"`
+	// Drains are every drained agent id, connected or not, by id.
+	Drains []AgentDrain `json:"drains"`
+}
+
+// AgentDrain is one drained agent: POST /api/v1/agents/{id}/drain answers
+// with it, and GET /api/v1/agents lists them. A drain outlives the
+// agent's reconnects and the orchestrator's restarts until DELETE
+// /api/v1/agents/{id}/drain lifts it.
+type AgentDrain struct {
+	AgentID   string    `json:"agent_id"`
+	Reason    string    `json:"reason,omitempty"`
+	DrainedBy string    `json:"drained_by,omitempty"`
+	DrainedAt time.Time `json:"drained_at"`
+}
+
+// AgentDrainRequest is the body of POST /api/v1/agents/{id}/drain.
+type AgentDrainRequest struct {
+	// Reason says why, for the agent list and the queue's why_pending.
+	Reason string `json:"reason,omitempty"`
 }
 
 // AgentTokenRequest is POST /api/v1/agent-tokens.
