@@ -178,6 +178,8 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/runs/{id}/events", adminToken, auth.RunRead, "run.events.read", s.runEvents},
 		{"GET /api/v1/queue", adminToken, auth.RunRead, "queue.list", s.queue},
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
+		{"POST /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.drain", s.drainAgent},
+		{"DELETE /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.undrain", s.undrainAgent},
 		{"POST /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.create", s.createAgentToken},
 		{"GET /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.list", s.listAgentTokens},
 		{"DELETE /api/v1/agent-tokens/{id}", adminToken, auth.TokenManage, "agent_token.revoke", s.revokeAgentToken},

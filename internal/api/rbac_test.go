@@ -120,8 +120,16 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			"GET /api/v1/runs/{id}/events":          static("/api/v1/runs/"+done+"/events", "", http.StatusOK),
 			"GET /api/v1/queue":                     static("/api/v1/queue", "", http.StatusOK),
 			"GET /api/v1/agents":                    static("/api/v1/agents", "", http.StatusOK),
-			"POST /api/v1/agent-tokens":             static("/api/v1/agent-tokens", `{"labels": ["linux"]}`, http.StatusCreated),
-			"GET /api/v1/agent-tokens":              static("/api/v1/agent-tokens", "", http.StatusOK),
+			"POST /api/v1/agents/{id}/drain": func(t *testing.T) (string, string, int) {
+				return "/api/v1/agents/" + unique("host-") + "/drain", `{"reason": "walk"}`, http.StatusOK
+			},
+			"DELETE /api/v1/agents/{id}/drain": func(t *testing.T) (string, string, int) {
+				id := unique("host-")
+				h.mustAdmin(t, http.MethodPost, "/api/v1/agents/"+id+"/drain", `{}`, http.StatusOK, nil)
+				return "/api/v1/agents/" + id + "/drain", "", http.StatusNoContent
+			},
+			"POST /api/v1/agent-tokens": static("/api/v1/agent-tokens", `{"labels": ["linux"]}`, http.StatusCreated),
+			"GET /api/v1/agent-tokens":  static("/api/v1/agent-tokens", "", http.StatusOK),
 			"DELETE /api/v1/agent-tokens/{id}": func(t *testing.T) (string, string, int) {
 				var tok apiv1.AgentToken
 				h.mustAdmin(t, http.MethodPost, "/api/v1/agent-tokens", `{"labels": ["linux"]}`, http.StatusCreated, &tok)

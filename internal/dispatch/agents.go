@@ -28,6 +28,9 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 	if err := d.registerScaled(a, scalerToken); err != nil {
 		return nil, err
 	}
+	if _, drained := d.DrainOf(a.ID); drained {
+		a.setDraining(true)
+	}
 	if old := d.reg.get(a.ID); old != nil && old != a {
 		// The older connection may still look alive: a half-open TCP
 		// connection after the agent's host rebooted is only noticed at

@@ -98,6 +98,8 @@ type Dispatcher struct {
 	// event (job id, status) that publishes them once it committed; a
 	// retried transaction overwrites its own note.
 	observe map[observeKey]func()
+	// drains are the drained agents by id (see Drain).
+	drains map[string]store.AgentDrain
 }
 
 type observeKey struct{ jobID, status string }
@@ -139,7 +141,7 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
-	return &Dispatcher{observe: map[observeKey]func(){},
+	return &Dispatcher{observe: map[observeKey]func(){}, drains: map[string]store.AgentDrain{},
 		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
 		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{}, scaled: map[string]ScaleStatus{},
 	}

@@ -43,6 +43,7 @@ type Agent struct {
 	busy     map[string]bool // job ids this agent holds
 	done     bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
 	kicked   bool            // its connection is being closed for its token
+	draining bool            // an operator drained it: no new job (see Dispatcher.Drain)
 }
 
 // NewAgent describes a registering agent.
@@ -71,10 +72,23 @@ func (a *Agent) BusyJobs() []string {
 func (a *Agent) free() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.done {
+	if a.done || a.draining {
 		return 0
 	}
 	return a.Capacity - len(a.busy)
+}
+
+func (a *Agent) setDraining(on bool) {
+	a.mu.Lock()
+	a.draining = on
+	a.mu.Unlock()
+}
+
+// Draining reports whether an operator drained the agent.
+func (a *Agent) Draining() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.draining
 }
 
 func (a *Agent) hasBound() bool {

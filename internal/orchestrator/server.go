@@ -120,6 +120,9 @@ func (s *Server) build(ctx context.Context) error {
 		Observer:           s.metrics,
 	})
 	disp.d = s.disp
+	if err := s.disp.LoadDrains(ctx); err != nil {
+		return err
+	}
 	s.metrics.WatchAgents(func() map[string]int {
 		n := map[string]int{}
 		for _, a := range s.disp.Agents() {
