@@ -1,7 +1,7 @@
 // Package admincli is the kici-admin command: the operator's client of the
 // orchestrator's HTTP API (/api/v1). It registers sources, triggers runs and
-// follows them live, reads logs, cancels and reruns runs, and shows the queue
-// and the connected agents.
+// follows them live, reads logs, cancels and reruns runs, shows the queue
+// and the connected agents, and drains agents.
 //
 // Only cmd/kici-admin imports it. Main builds a fresh command tree on every
 // call and keeps no package state, so concurrent calls (as in tests) share

@@ -16,8 +16,13 @@ import (
 	"github.com/kici-dev/kici/internal/apiv1"
 )
 
-// fakeToken is the only token the fake API accepts.
+// fakeToken is the token the fake API accepts, with the owner role.
 const fakeToken = "test-token"
+
+// fakeAuditorToken is accepted too, with the read-only auditor role: the
+// routes that check roles (the agents' drains) refuse it with 403, as the
+// orchestrator does.
+const fakeAuditorToken = "auditor-token"
 
 // fakeNow is the clock of every test: the fake's times are relative to it.
 var fakeNow = time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
@@ -65,6 +70,8 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	mux.HandleFunc("GET /api/v1/runs/{id}/events", f.events)
 	mux.HandleFunc("GET /api/v1/queue", f.queue)
 	mux.HandleFunc("GET /api/v1/agents", f.agents)
+	mux.HandleFunc("POST /api/v1/agents/{id}/drain", f.drainAgent)
+	mux.HandleFunc("DELETE /api/v1/agents/{id}/drain", f.undrainAgent)
 	mux.HandleFunc("POST /api/v1/agent-tokens", f.createAgentToken)
 	f.scalerRoutes(mux)
 	f.diagnoseRoutes(mux)
@@ -92,7 +99,8 @@ func (f *fakeAPI) call(what string) int {
 	return f.calls[what]
 }
 
-// record logs and records each request and refuses any without the token.
+// record logs and records each request and refuses any without a token
+// it knows.
 func (f *fakeAPI) record(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
@@ -107,7 +115,7 @@ func (f *fakeAPI) record(next http.Handler) http.Handler {
 		f.requests = append(f.requests, fr)
 		f.mu.Unlock()
 		f.t.Logf("fake api: %s %s %s", r.Method, r.URL.RequestURI(), raw)
-		if r.Header.Get("Authorization") != "Bearer "+fakeToken {
+		if a := r.Header.Get("Authorization"); a != "Bearer "+fakeToken && a != "Bearer "+fakeAuditorToken {
 			writeError(w, http.StatusUnauthorized, "missing or invalid token")
 			return
 		}
@@ -527,21 +535,70 @@ func (f *fakeAPI) queue(w http.ResponseWriter, r *http.Request) {
 	writeJSONStatus(w, http.StatusOK, q)
 }
 
+// fakeDrains are the drained agents, by agent id: agent-1 is connected
+// (and still busy), agent-7 and agent-9 are not.
+var fakeDrains = []apiv1.AgentDrain{
+	{AgentID: "agent-1", Reason: "kernel upgrade on ci-1", DrainedBy: "ops lead", DrainedAt: before(10 * time.Minute)},
+	{AgentID: "agent-7", Reason: "disk replacement", DrainedBy: "alice laptop", DrainedAt: before(2 * 24 * time.Hour)},
+	{AgentID: "agent-9", DrainedBy: "bootstrap", DrainedAt: before(3 * 24 * time.Hour)},
+}
+
 func (f *fakeAPI) agents(w http.ResponseWriter, r *http.Request) {
-	al := apiv1.AgentList{Agents: []apiv1.Agent{}}
+	al := apiv1.AgentList{Agents: []apiv1.Agent{}, Drains: []apiv1.AgentDrain{}}
 	if !f.empty {
 		al.Agents = []apiv1.Agent{
 			{
 				ID: "agent-1", Labels: []string{"linux", "kici:os:linux", "kici:arch:amd64"}, BusyJobs: []string{"j-10"},
 				Backend: "baremetal", Version: "0.1.0", Hostname: "ci-1", ConnectedAt: before(2 * time.Hour),
+				Draining: true,
 			},
 			{
 				ID: "agent-2", Labels: []string{"linux", "docker"}, BusyJobs: []string{}, Backend: "container",
 				ConnectedAt: before(5 * time.Minute),
 			},
 		}
+		al.Drains = fakeDrains
 	}
 	writeJSONStatus(w, http.StatusOK, al)
+}
+
+// auditor answers 403 to the auditor token, as the orchestrator does for
+// a permission the role lacks.
+func (f *fakeAPI) auditor(w http.ResponseWriter, r *http.Request, permission string) bool {
+	if r.Header.Get("Authorization") != "Bearer "+fakeAuditorToken {
+		return false
+	}
+	writeError(w, http.StatusForbidden, fmt.Sprintf("role %q does not have permission %q", "auditor", permission))
+	return true
+}
+
+// drainAgent drains any agent id, connected or not, as the orchestrator
+// does; draining again replaces the reason.
+func (f *fakeAPI) drainAgent(w http.ResponseWriter, r *http.Request) {
+	if f.auditor(w, r, "scaler.manage") {
+		return
+	}
+	var req apiv1.AgentDrainRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	writeJSONStatus(w, http.StatusOK, apiv1.AgentDrain{
+		AgentID: r.PathValue("id"), Reason: req.Reason, DrainedBy: "ops lead", DrainedAt: fakeNow,
+	})
+}
+
+// undrainAgent lifts one of fakeDrains: 204, or 404 for an agent that is
+// not drained.
+func (f *fakeAPI) undrainAgent(w http.ResponseWriter, r *http.Request) {
+	if f.auditor(w, r, "scaler.manage") {
+		return
+	}
+	id := r.PathValue("id")
+	if !slices.ContainsFunc(fakeDrains, func(d apiv1.AgentDrain) bool { return d.AgentID == id }) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("agent %q is not drained", id))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (f *fakeAPI) createAgentToken(w http.ResponseWriter, r *http.Request) {

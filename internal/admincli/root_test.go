@@ -201,6 +201,21 @@ func TestRequests(t *testing.T) {
 			},
 		},
 		{
+			name: "agents drain sends the reason and escapes the id",
+			args: []string{"agents", "drain", "host a/1", "--reason", "kernel upgrade"},
+			want: []fakeRequest{{Method: "POST", Path: "/api/v1/agents/host%20a%2F1/drain", Body: map[string]any{"reason": "kernel upgrade"}}},
+		},
+		{
+			name: "agents drain without a reason",
+			args: []string{"agents", "drain", "agent-2"},
+			want: []fakeRequest{{Method: "POST", Path: "/api/v1/agents/agent-2/drain", Body: map[string]any{}}},
+		},
+		{
+			name: "agents undrain",
+			args: []string{"agents", "undrain", "agent-1"},
+			want: []fakeRequest{{Method: "DELETE", Path: "/api/v1/agents/agent-1/drain"}},
+		},
+		{
 			name: "agent-tokens create",
 			args: []string{"agent-tokens", "create", "--labels", "linux,docker"},
 			want: []fakeRequest{{Method: "POST", Path: "/api/v1/agent-tokens", Body: map[string]any{"labels": []any{"linux", "docker"}}}},
