@@ -323,6 +323,13 @@ func (d *Dispatcher) applyLog(ctx context.Context, a *Agent, m *protocol.LogChun
 	if job.AgentID != a.ID {
 		return nil
 	}
+	if runstate.JobTerminal(job.Status) {
+		// Ended by the orchestrator (its log storage is full, its agent
+		// was lost): output the agent still sends is not stored. A job
+		// the agent ends itself sends all its output before its final
+		// status, so nothing of it is lost here.
+		return nil
+	}
 	return d.logs.AppendLog(ctx, job.RunID, job.ID, job.Attempt, m.Step, m.Seq, m.Lines)
 }
 

@@ -56,6 +56,10 @@ jobs:
 	if r.Status != "failure" || j.Status != "failure" || !strings.Contains(strings.ToLower(j.Error), "no space") {
 		t.Errorf("run %s, job %s (%q): want failure with an error naming the lack of space", r.Status, j.Status, j.Error)
 	}
+	// Read the files at rest: an append in progress (a chunk the agent sent
+	// before it heard the job ended) may be half written until its write
+	// fails and is undone; readers of the API only ever return whole lines.
+	o.stop()
 	err := filepath.WalkDir(logDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
