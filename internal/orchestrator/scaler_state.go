@@ -16,9 +16,12 @@ import (
 type spawnStore struct{ db *store.DB }
 
 func (s spawnStore) SaveSpawn(ctx context.Context, r scaler.SpawnRecord) error {
-	h, err := json.Marshal(r.Handle)
-	if err != nil {
-		return err
+	var h []byte // none yet: stored as "", which never replaces a stored handle
+	if r.Handle.AgentID != "" || len(r.Handle.Blob) > 0 {
+		var err error
+		if h, err = json.Marshal(r.Handle); err != nil {
+			return err
+		}
 	}
 	return s.db.SaveScalerSpawn(ctx, store.ScalerSpawn{AgentID: r.AgentID, Scaler: r.Scaler, JobID: r.JobID, RunID: r.RunID,
 		LabelKey: r.LabelKey, Handle: string(h), Registered: r.Registered})

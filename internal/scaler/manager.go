@@ -136,16 +136,20 @@ type Manager struct {
 	log  *slog.Logger
 	sink Sink
 
-	mu       sync.Mutex
-	cfg      Config
-	scalers  map[string]*scalerState
-	order    []string
-	agents   map[string]*spawn // by agent id: spawning and registered
-	byJob    map[string]string // bound job id → agent id, while spawning
-	closing  bool
-	spawnWG  sync.WaitGroup
-	tokenKey []byte
-	state    StateStore
+	mu sync.Mutex
+	// persistMu orders the writes of spawn records: two writers (the spawn
+	// returning, the agent registering) each read the spawn's state and
+	// write it, and the one that read first must not write last.
+	persistMu sync.Mutex
+	cfg       Config
+	scalers   map[string]*scalerState
+	order     []string
+	agents    map[string]*spawn // by agent id: spawning and registered
+	byJob     map[string]string // bound job id → agent id, while spawning
+	closing   bool
+	spawnWG   sync.WaitGroup
+	tokenKey  []byte
+	state     StateStore
 }
 
 type scalerState struct {

@@ -31,6 +31,13 @@ func (m *Manager) persist(sp *spawn) {
 	if m.state == nil {
 		return
 	}
+	// Read and write under persistMu, so the last write carries the
+	// spawn's latest state: an agent can register before its Spawn call
+	// returns, and a record written from the registration's earlier read
+	// (no handle yet) after the spawn's own write lost the handle, and
+	// with it the agent's adoption after a restart.
+	m.persistMu.Lock()
+	defer m.persistMu.Unlock()
 	m.mu.Lock()
 	rec := SpawnRecord{AgentID: sp.agentID, Scaler: sp.scaler, JobID: sp.jobID, RunID: sp.runID,
 		LabelKey: sp.labelSet.Key(), Handle: sp.handle, Registered: sp.registered}

@@ -31,7 +31,10 @@ func (q *queries) SaveScalerSpawn(ctx context.Context, s ScalerSpawn) error {
 	}
 	_, err := q.exec(ctx,
 		"INSERT INTO scaler_spawns ("+scalerSpawnColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?) "+
-			"ON CONFLICT (agent_id) DO UPDATE SET handle = excluded.handle, registered = excluded.registered",
+			// A record without a handle (written before the spawn
+			// returned one) never replaces a handle already stored.
+			"ON CONFLICT (agent_id) DO UPDATE SET handle = CASE WHEN excluded.handle = '' THEN scaler_spawns.handle ELSE excluded.handle END, "+
+			"registered = excluded.registered OR scaler_spawns.registered",
 		s.AgentID, s.Scaler, s.JobID, s.RunID, s.LabelKey, s.Handle, s.Registered, timeArg(normTime(s.CreatedAt)))
 	if err != nil {
 		return fmt.Errorf("save spawn of agent %q: %w", s.AgentID, classify(err))

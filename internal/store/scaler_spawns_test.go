@@ -18,6 +18,11 @@ func TestScalerSpawnsRoundTrip(t *testing.T) {
 		if err := db.SaveScalerSpawn(ctx, a); err != nil {
 			t.Fatal(err)
 		}
+		// A late write from a stale read (no handle yet, not registered
+		// yet) loses neither the handle nor the registration.
+		if err := db.SaveScalerSpawn(ctx, ScalerSpawn{AgentID: a.AgentID, Scaler: a.Scaler, JobID: a.JobID, RunID: a.RunID, LabelKey: a.LabelKey}); err != nil {
+			t.Fatal(err)
+		}
 		if err := db.SaveScalerSpawn(ctx, ScalerSpawn{AgentID: "scaler-container-2", Scaler: "boxes"}); err != nil {
 			t.Fatal(err)
 		}
