@@ -57,6 +57,14 @@ type Handler struct {
 	tokens TokenStore
 	audit  Auditor
 	cfg    Config
+
+	// The open connections, so Close can end them: the HTTP server's
+	// Shutdown neither closes nor waits for a hijacked (WebSocket)
+	// connection, whose goroutine would otherwise outlive the database.
+	mu     sync.Mutex
+	conns  map[*conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New returns the /ws handler. audit may be nil.
@@ -67,7 +75,52 @@ func New(logger *slog.Logger, disp *dispatch.Dispatcher, tokens TokenStore, audi
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Handler{log: logger, disp: disp, tokens: tokens, audit: audit, cfg: cfg}
+	return &Handler{log: logger, disp: disp, tokens: tokens, audit: audit, cfg: cfg, conns: map[*conn]struct{}{}}
+}
+
+// Close closes every agent connection with 1001 (going away; the agents
+// reconnect to the next orchestrator), refuses new ones, and waits until
+// their goroutines have finished or ctx ends.
+func (h *Handler) Close(ctx context.Context) error {
+	h.mu.Lock()
+	h.closed = true
+	for c := range h.conns {
+		c.Close(int(websocket.StatusGoingAway), "orchestrator shutting down")
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("agent connections still open: %w", ctx.Err())
+	}
+}
+
+// track adds c to the open connections; false once Close has begun.
+func (h *Handler) track(c *conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.conns[c] = struct{}{}
+	h.wg.Add(1)
+	return true
+}
+
+func (h *Handler) closing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+func (h *Handler) untrack(c *conn) {
+	h.mu.Lock()
+	delete(h.conns, c)
+	h.mu.Unlock()
+	h.wg.Done()
 }
 
 // errUnauthorized is a missing, unknown, revoked or expired token.
@@ -164,6 +217,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ws.SetReadLimit(protocol.MaxMessageBytes)
 	c := newConn(ws, h.cfg.WriteTimeout)
+	if !h.track(c) {
+		ws.Close(websocket.StatusGoingAway, "orchestrator shutting down")
+		return
+	}
+	defer h.untrack(c)
 	h.serve(r.Context(), c, tok)
 }
 
@@ -247,7 +305,15 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		c.Close(int(websocket.StatusInternalError), "registration failed")
 		return
 	}
-	defer h.disp.Unregister(context.WithoutCancel(ctx), a)
+	defer func() {
+		// An orchestrator shutting down leaves its agents' jobs as they
+		// are, as a crash would: the next one gives them the recovery
+		// window at start, and a scaler agent's compute must outlive the
+		// restart to be adopted.
+		if !h.closing() {
+			h.disp.Unregister(context.WithoutCancel(ctx), a)
+		}
+	}()
 	defer c.open() // on any early return, let waiting senders fail on the closed connection
 	if !h.stillUsable(ctx, cred) {
 		log.Warn("agent refused", "reason", "agent token revoked during registration")

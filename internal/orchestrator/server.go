@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/kici-dev/kici/internal/agentws"
@@ -38,6 +39,7 @@ type Server struct {
 	sched   *scheduler.Scheduler
 	disp    *dispatch.Dispatcher
 	api     *api.Server
+	ws      *agentws.Handler
 	metrics *metrics.Registry
 	scalers *scalers
 	secrets *secrets.Service
@@ -135,6 +137,7 @@ func (s *Server) build(ctx context.Context) error {
 		return metrics.LogStats{BytesStored: st.BytesStored, ChunksStored: st.ChunksStored}
 	})
 	ws := agentws.New(s.log, s.disp, s.db, auditLog, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
+	s.ws = ws
 	if err := s.startScalers(ctx); err != nil {
 		return err
 	}
@@ -209,12 +212,16 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)
-	go func() { errc <- s.disp.Run(ctx) }()
-	go s.purgeDeliveries(ctx)
-	go s.retain(ctx)
+	// Every background goroutine is waited for before Run returns (and the
+	// deferred Close of the database runs): one still running would use a
+	// closed database, and log after its caller has gone.
+	var bg sync.WaitGroup
+	bg.Go(func() { errc <- s.disp.Run(ctx) })
+	bg.Go(func() { s.purgeDeliveries(ctx) })
+	bg.Go(func() { s.retain(ctx) })
 	if s.scalers != nil {
-		go s.scalers.reloadOnSIGHUP(ctx)
-		go func() { _ = s.scalers.manager.Run(ctx) }()
+		bg.Go(func() { s.scalers.reloadOnSIGHUP(ctx) })
+		bg.Go(func() { _ = s.scalers.manager.Run(ctx) })
 		defer func() {
 			closeCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer stop()
@@ -241,8 +248,14 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stop()
 	err := srv.Shutdown(shutdownCtx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = srv.Close() // long-lived SSE and WebSocket connections
+		err = srv.Close() // long-lived SSE connections
 	}
+	// Shutdown neither closes nor waits for WebSocket connections.
+	if werr := s.ws.Close(shutdownCtx); werr != nil {
+		s.log.Warn("closing agent connections", "error", werr)
+	}
+	cancel()
+	bg.Wait()
 	return errors.Join(first, err)
 }
 
