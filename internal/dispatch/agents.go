@@ -116,8 +116,8 @@ func (d *Dispatcher) reconcileMissing(ctx context.Context, a *Agent, inFlight []
 // running it, with only its ack lost, so handing it to another agent at
 // once could run its steps twice. The agent's reconnect settles the
 // question at once (see reconcileMissing). A scaler-spawned agent never
-// comes back (its compute is destroyed below), so its unacknowledged jobs
-// are requeued at once.
+// comes back (its compute is destroyed below), so its jobs are settled at
+// once: requeued if unacknowledged, failed as lost if started.
 func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 	if !d.reg.remove(a) {
 		return // a newer connection took over; its jobs are its own
@@ -126,21 +126,31 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 		defer d.scaler.OnAgentDisconnected(a.ID)
 	}
 	deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
+	waiting := 0
 	for _, jobID := range a.BusyJobs() {
 		entry, err := d.db.GetQueueEntry(ctx, jobID)
 		if err != nil {
 			continue
 		}
-		if entry.AckDeadline != nil && a.managed {
-			d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID, OnlyUnacked: true,
-				Reason: fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID)}, 0)
+		if a.managed {
+			// Its compute is destroyed below: it will not come back, so
+			// waiting out the recovery window would only delay the verdict.
+			if entry.AckDeadline != nil {
+				d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID, OnlyUnacked: true,
+					Reason: fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID)}, 0)
+			} else {
+				d.endJobByID(ctx, jobID, store.JobFailure, fmt.Sprintf(
+					"agent lost: scaler agent %s disconnected mid-job; scaler agents are single-use, so its compute was destroyed", a.ID))
+			}
 			continue
 		}
 		if _, err := d.db.SetRecovery(ctx, jobID, a.ID, deadline); err != nil {
 			d.log.Error("set recovery window failed", "job_id", jobID, "agent_id", a.ID, "error", err)
+			continue
 		}
+		waiting++
 	}
-	d.log.Info("agent disconnected", "agent_id", a.ID, "jobs_waiting_for_recovery", len(a.BusyJobs()))
+	d.log.Info("agent disconnected", "agent_id", a.ID, "jobs_waiting_for_recovery", waiting)
 	d.JobsQueued()
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -403,4 +404,45 @@ jobs:
 		}
 		waitFor(t, 15*time.Second, "the adopted agent's process to be gone", func() bool { return len(agentProcesses(t, j.AgentID)) == 0 })
 	})
+}
+
+// TestScalerAgentLostMidJobFailsAtOnce: a scaler agent dies mid-job. Its
+// compute is destroyed when it disconnects, so it cannot come back: the
+// job fails at once, saying so, instead of after the (here 10-minute)
+// recovery window.
+func TestScalerAgentLostMidJobFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	cfg := writeScalers(t, fmt.Sprintf(`
+version: 1
+scalers:
+  - name: metal
+    type: bare-metal
+    maxAgents: 1
+    labelSets:
+      - labels: [linux, doomed]
+        binaryPath: %s
+`, agentBin()))
+	marks := t.TempDir()
+	o := startOrchestrator(t, "", "KICI_SCALER_CONFIG_PATH="+cfg, "KICI_AGENT_RECOVERY_WINDOW_MS=600000")
+	o.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
+on: {push: {}}
+jobs:
+  held:
+    runs-on: [doomed]
+    steps: [{run: "touch %[1]s/started; for i in $(seq 1 1200); do sleep 0.05; done"}]
+`, marks)})
+	id := o.push(t)
+	waitFor(t, 30*time.Second, "the job to start", func() bool { return fileExists(filepath.Join(marks, "started")) })
+	agentID := job(t, o.run(t, id), "held").AgentID
+	pids := agentProcesses(t, agentID)
+	if len(pids) == 0 {
+		t.Fatalf("no process of agent %q", agentID)
+	}
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
+	if j := job(t, r, "held"); j.Status != "failure" || !strings.Contains(j.Error, "scaler agents are single-use") {
+		t.Fatalf("job %s (%q): want failure saying the scaler agent was lost", j.Status, j.Error)
+	}
 }
