@@ -13,8 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +36,9 @@ type Config struct {
 	WriteTimeout time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// TrustedProxies name the reverse proxies whose X-Forwarded-For
+	// gives the agent's address in the audit log (see auth.ClientAddr).
+	TrustedProxies []netip.Prefix
 }
 
 // TokenStore looks agent tokens up by the hex SHA-256 of the token
@@ -201,7 +204,7 @@ func (h *Handler) refuse(ctx context.Context, cred credentials, agentID string, 
 // it until it disconnects.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tok, err := h.authenticate(r)
-	tok.client = clientHost(r.RemoteAddr)
+	tok.client = auth.ClientAddr(r, h.cfg.TrustedProxies)
 	if errors.Is(err, errUnauthorized) {
 		http.Error(w, "agent token missing, unknown, revoked or expired", http.StatusUnauthorized)
 		return
@@ -435,15 +438,6 @@ func labelsAllowed(allowed, labels []string) (string, bool) {
 		}
 	}
 	return "", true
-}
-
-// clientHost is the host part of a remote address.
-func clientHost(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return host
 }
 
 // applyRetryDelays are the pauses between attempts to apply one agent

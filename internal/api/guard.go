@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -149,62 +147,16 @@ func audited(r *http.Request, target, detail string) {
 	}
 }
 
+// clientAddr is the address of the client that made r (see
+// auth.ClientAddr).
+func (s *Server) clientAddr(r *http.Request) string {
+	return auth.ClientAddr(r, s.cfg.TrustedProxies)
+}
+
 // principal returns the admin token the request authenticated with.
 func principal(r *http.Request) auth.Principal {
 	p, _ := auth.PrincipalFrom(r.Context())
 	return p
-}
-
-// clientHost is the host part of a remote address.
-// clientAddr is the address of the client that made r: the peer's, or,
-// when the peer is a trusted proxy (Config.TrustedProxies), the first
-// address in X-Forwarded-For, read from the right, that is not a trusted
-// proxy itself. Entries left of an untrusted one could be forged by the
-// client, so they are never used; an entry that is not an address stops
-// the walk at the last proxy that wrote a well-formed one.
-func (s *Server) clientAddr(r *http.Request) string {
-	peer := clientHost(r.RemoteAddr)
-	if len(s.cfg.TrustedProxies) == 0 {
-		return peer
-	}
-	trusted := func(a netip.Addr) bool {
-		for _, p := range s.cfg.TrustedProxies {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
-	addr, err := netip.ParseAddr(peer)
-	if err != nil || !trusted(addr.Unmap()) {
-		return peer
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		for h := range strings.SplitSeq(v, ",") {
-			hops = append(hops, strings.TrimSpace(h))
-		}
-	}
-	client := peer
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(hops[i])
-		if err != nil {
-			return client
-		}
-		client = a.Unmap().String()
-		if !trusted(a.Unmap()) {
-			return client
-		}
-	}
-	return client
-}
-
-func clientHost(addr string) string {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	return host
 }
 
 // recorder remembers the status of a response, and the start of an

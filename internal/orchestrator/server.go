@@ -136,7 +136,7 @@ func (s *Server) build(ctx context.Context) error {
 		st := s.logs.Stats()
 		return metrics.LogStats{BytesStored: st.BytesStored, ChunksStored: st.ChunksStored}
 	})
-	ws := agentws.New(s.log, s.disp, s.db, auditLog, agentws.Config{NoAuth: s.cfg.AgentAuth == "none"})
+	ws := agentws.New(s.log, s.disp, s.db, auditLog, agentws.Config{NoAuth: s.cfg.AgentAuth == "none", TrustedProxies: s.cfg.TrustedProxies})
 	s.ws = ws
 	if err := s.startScalers(ctx); err != nil {
 		return err

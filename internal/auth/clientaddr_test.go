@@ -1,4 +1,4 @@
-package api
+package auth
 
 import (
 	"net/http/httptest"
@@ -30,13 +30,12 @@ func TestClientAddr(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &Server{cfg: Config{TrustedProxies: tt.trusted}}
 			r := httptest.NewRequest("GET", "/api/v1/runs", nil)
 			r.RemoteAddr = tt.peer
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			if got := s.clientAddr(r); got != tt.want {
+			if got := ClientAddr(r, tt.trusted); got != tt.want {
 				t.Errorf("clientAddr: got %q, want %q", got, tt.want)
 			}
 		})
