@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,8 +193,18 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) dispatchAll(ctx context.Context) {
 	for {
 		progressed := false
+		// Label sets that found no job in this pass: another free agent
+		// with the same labels would find none either, and a fleet of
+		// identical agents would otherwise cost a claim transaction each
+		// per wake. (Jobs queued meanwhile wake another pass.)
+		exhausted := map[string]bool{}
 		for _, a := range d.reg.list() {
 			if a.free() <= 0 {
+				continue
+			}
+			key := strings.Join(a.Labels, "\x00")
+			bound := a.hasBound()
+			if !bound && exhausted[key] {
 				continue
 			}
 			ok, err := d.dispatchOne(ctx, a)
@@ -202,6 +213,9 @@ func (d *Dispatcher) dispatchAll(ctx context.Context) {
 					d.log.Error("dispatch failed", "agent_id", a.ID, "error", err)
 				}
 				continue
+			}
+			if !ok && !bound {
+				exhausted[key] = true
 			}
 			progressed = progressed || ok
 		}
@@ -212,7 +226,9 @@ func (d *Dispatcher) dispatchAll(ctx context.Context) {
 	}
 }
 
-// dispatchOne claims the oldest queued job that fits a and sends it.
+// dispatchOne claims the oldest queued job that fits a and sends it. It
+// reports whether anything changed (a job sent, or a dead row dropped),
+// so that the caller tries again.
 func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	now := d.cfg.Now()
 	var run store.Run
@@ -221,8 +237,9 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 	claimed := false
 	var events []apiv1.Event
 	var waited time.Duration
+	var dropped bool
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
-		claimed, events = false, nil
+		claimed, dropped, events = false, false, nil
 		entry, ok, err := d.claim(ctx, tx, a, now.Add(d.cfg.AckTimeout))
 		if err != nil || !ok {
 			return err
@@ -247,6 +264,7 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 		}
 		if !changed {
 			// The job ended (cancelled) while its row waited: drop the row.
+			dropped = true
 			_, err := tx.Dequeue(ctx, job.ID)
 			return err
 		}
@@ -262,7 +280,8 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 		return nil
 	})
 	if err != nil || !claimed {
-		return false, err
+		// A dropped row is progress: the agent may take the next job.
+		return dropped && err == nil, err
 	}
 	d.cfg.Observer.QueueWait(max(waited, 0))
 	d.publish(events)
