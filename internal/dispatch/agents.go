@@ -99,7 +99,7 @@ func (d *Dispatcher) reconcileMissing(ctx context.Context, a *Agent, inFlight []
 			continue
 		}
 		if r.AckDeadline != nil {
-			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: a.ID, OnlyUnacked: true,
+			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: a.ID, OnlyUnacked: true, OnlyRecovering: true,
 				Reason: fmt.Sprintf("agent %s reconnected without the job it had not acknowledged", a.ID)}, 0)
 			continue
 		}
@@ -135,9 +135,10 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 		if a.managed {
 			// Its compute is destroyed below: it will not come back, so
 			// waiting out the recovery window would only delay the verdict.
-			if entry.AckDeadline != nil {
-				d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID, OnlyUnacked: true,
-					Reason: fmt.Sprintf("agent %s disconnected before acknowledging the dispatch", a.ID)}, 0)
+			// A job it never reported running goes back to the queue.
+			if job, err := d.db.GetJobHead(ctx, jobID); err == nil && job.Status == store.JobDispatched && entry.AgentID == a.ID {
+				d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID,
+					Reason: fmt.Sprintf("scaler agent %s disconnected before it started the job", a.ID)}, job.Attempt)
 			} else {
 				d.endJobByID(ctx, jobID, store.JobFailure, fmt.Sprintf(
 					"agent lost: scaler agent %s disconnected mid-job; scaler agents are single-use, so its compute was destroyed", a.ID))

@@ -481,7 +481,7 @@ func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
 	for _, r := range rows {
 		if r.AckDeadline != nil {
 			// Never acknowledged: the agent most likely never received it.
-			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: r.AgentID, OnlyUnacked: true,
+			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: r.AgentID, OnlyUnacked: true, OnlyRecovering: true,
 				Reason: fmt.Sprintf("agent %s disconnected before acknowledging the dispatch and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow)}, 0)
 			continue
 		}

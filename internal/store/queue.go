@@ -204,6 +204,9 @@ type RequeueRequest struct {
 	// OnlyUnacked requeues only a dispatch not yet acknowledged, for
 	// decisions based on a missing ack that the ack may overtake.
 	OnlyUnacked bool
+	// OnlyRecovering requeues only a row still waiting for its agent, for
+	// decisions about a recovery window that a reconnect may settle first.
+	OnlyRecovering bool
 	// Reason is recorded as LastRequeueReason.
 	Reason string
 }
@@ -217,7 +220,10 @@ type RequeueRequest struct {
 func (q *queries) Requeue(ctx context.Context, r RequeueRequest) (QueueEntry, bool, error) {
 	cond := ""
 	if r.OnlyUnacked {
-		cond = " AND ack_deadline IS NOT NULL"
+		cond += " AND ack_deadline IS NOT NULL"
+	}
+	if r.OnlyRecovering {
+		cond += " AND recovery_deadline IS NOT NULL"
 	}
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
 		`UPDATE dispatch_queue

@@ -345,6 +345,8 @@ func TestQueueLifecycle(t *testing.T) {
 		}
 		ok, err = db.ClearRecovery(ctx, job, "agent-1")
 		check("clear recovery of an unacked row", ok, err, result{Changed: true})
+		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", OnlyRecovering: true, Reason: "window over"})
+		check("requeue for a recovery window a reconnect settled", ok, err, result{})
 
 		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-2", Reason: "ack timeout"})
 		check("requeue a row dispatched to another agent", ok, err, result{})
