@@ -317,7 +317,9 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 		for ctx.Err() == nil {
 			ids, err := s.db.DeleteRunsFinishedBefore(ctx, now.Add(-keep), retainBatch)
 			if err != nil {
-				s.log.Error("retention: delete finished runs failed", "error", err)
+				if ctx.Err() == nil {
+					s.log.Error("retention: delete finished runs failed", "error", err)
+				}
 				break
 			}
 			for _, id := range ids {
@@ -348,7 +350,9 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 		}
 		n, err := r.del(ctx, now.Add(-r.keep))
 		if err != nil {
-			s.log.Error("retention: delete failed", "kind", r.kind, "error", err)
+			if ctx.Err() == nil {
+				s.log.Error("retention: delete failed", "kind", r.kind, "error", err)
+			}
 			continue
 		}
 		count(r.kind, int(n))
