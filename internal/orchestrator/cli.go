@@ -29,7 +29,7 @@ const envHelp = `Environment (defaults in brackets):
   KICI_WEBHOOK_EVENT_RETENTION_DAYS  delete recorded webhook deliveries this many days old; 0 = keep [0]
   KICI_RETENTION_SWEEP_INTERVAL_MS   how often retention runs [3600000]
   KICI_TRUSTED_PROXIES           reverse proxies (IPs, CIDRs) whose X-Forwarded-For names the client [none]
-  KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [32]
+  KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [8]
   KICI_QUEUE_TIMEOUT_MS          fail a queued job after this wait; 0 = never [3600000]
   KICI_QUEUE_SWEEP_INTERVAL_MS   how often expired queue rows are swept [60000]
   KICI_DISPATCH_ACK_TIMEOUT_MS   an agent must ack a dispatch within this [10000]

@@ -87,7 +87,7 @@ const (
 	DefaultJobTimeout          = 6 * time.Hour
 	DefaultCancelGrace         = 10 * time.Second
 	DefaultAuthFailureLimit    = 20
-	DefaultArchiveCacheEntries = 32
+	DefaultArchiveCacheEntries = 8
 	DefaultRetentionSweep      = time.Hour
 )
 

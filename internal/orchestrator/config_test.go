@@ -19,7 +19,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "defaults", env: map[string]string{}, check: func(t *testing.T, c Config) {
 			if c.HTTPAddr != ":4000" || c.QueueTimeout != time.Hour || c.DispatchAckTimeout != 10*time.Second ||
 				c.AgentRecoveryWindow != 120*time.Second || c.QueueSweepInterval != time.Minute || c.AgentAuth != "token" ||
-				c.ArchiveCacheEntries != 32 || c.RunRetention != 0 || c.AuditRetention != 0 || c.RetentionSweepInterval != time.Hour {
+				c.ArchiveCacheEntries != 8 || c.RunRetention != 0 || c.AuditRetention != 0 || c.RetentionSweepInterval != time.Hour {
 				t.Errorf("got %+v, want the contract's defaults", c)
 			}
 		}},
