@@ -24,12 +24,6 @@ const envHelp = `Environment (defaults in brackets):
   KICI_SECRET_KEY                64 hex digits sealing secrets [generated into the data dir; required with PostgreSQL]
   KICI_BOOTSTRAP_ADMIN_TOKEN     accepted as an owner token, for first set-up [unset]
   KICI_AUTH_FAILURE_LIMIT        failed authentications per client address per minute before 429s [20; <0 = none]
-  KICI_RUN_RETENTION_DAYS        delete finished runs, their jobs and logs this many days after they ended; 0 = keep [0]
-  KICI_AUDIT_RETENTION_DAYS      delete audit entries this many days old; 0 = keep [0]
-  KICI_WEBHOOK_EVENT_RETENTION_DAYS  delete recorded webhook deliveries this many days old; 0 = keep [0]
-  KICI_RETENTION_SWEEP_INTERVAL_MS   how often retention runs [3600000]
-  KICI_TRUSTED_PROXIES           reverse proxies (IPs, CIDRs) whose X-Forwarded-For names the client [none]
-  KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [8]
   KICI_QUEUE_TIMEOUT_MS          fail a queued job after this wait; 0 = never [3600000]
   KICI_QUEUE_SWEEP_INTERVAL_MS   how often expired queue rows are swept [60000]
   KICI_DISPATCH_ACK_TIMEOUT_MS   an agent must ack a dispatch within this [10000]
@@ -37,6 +31,12 @@ const envHelp = `Environment (defaults in brackets):
   KICI_AGENT_AUTH                token, or none (loopback only) [token]
   KICI_DEFAULT_JOB_TIMEOUT_MS    limit of jobs whose workflow sets none [21600000]
   KICI_CANCEL_GRACE_MS           SIGTERM-to-SIGKILL grace on cancel [10000]
+  KICI_RUN_RETENTION_DAYS        delete finished runs, their jobs and logs this many days after they ended; 0 = keep [0]
+  KICI_AUDIT_RETENTION_DAYS      delete audit entries this many days old; 0 = keep [0]
+  KICI_WEBHOOK_EVENT_RETENTION_DAYS  delete recorded webhook deliveries this many days old; 0 = keep [0]
+  KICI_RETENTION_SWEEP_INTERVAL_MS   how often retention runs [3600000]
+  KICI_TRUSTED_PROXIES           reverse proxies (IPs, CIDRs) whose X-Forwarded-For names the client [none]
+  KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [8]
   KICI_GITHUB_TOKEN, KICI_GITHUB_API_URL   credentials and API base of github sources
   KICI_LOG_LEVEL, KICI_LOG_FORMAT          debug|info|warn|error [info]; text|json [text on a TTY, else json]`
 
