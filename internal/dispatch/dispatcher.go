@@ -101,6 +101,36 @@ type Dispatcher struct {
 	observe map[observeKey]func()
 	// drains are the drained agents by id (see Drain).
 	drains map[string]store.AgentDrain
+	// runHeads caches the run rows dispatches are built from (see runHead).
+	runHeads map[string]store.Run
+}
+
+// maxRunHeads bounds the run-row cache (a row holds the run's event,
+// changed files included); past it the cache starts over.
+const maxRunHeads = 256
+
+// runHead returns the row of run id, from a cache: a dispatch needs the
+// run's event, source, ref and commit, which never change once the run is
+// created, and the jobs of a wide matrix would otherwise read the same row
+// once each. (Status and times, which do change, are not for dispatches.)
+func (d *Dispatcher) runHead(ctx context.Context, tx *store.Tx, id string) (store.Run, error) {
+	d.mu.Lock()
+	run, ok := d.runHeads[id]
+	d.mu.Unlock()
+	if ok {
+		return run, nil
+	}
+	run, err := tx.GetRunHead(ctx, id)
+	if err != nil {
+		return store.Run{}, err
+	}
+	d.mu.Lock()
+	if len(d.runHeads) >= maxRunHeads {
+		d.runHeads = make(map[string]store.Run, maxRunHeads)
+	}
+	d.runHeads[id] = run
+	d.mu.Unlock()
+	return run, nil
 }
 
 type observeKey struct{ jobID, status string }
@@ -142,7 +172,7 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
-	return &Dispatcher{observe: map[observeKey]func(){}, drains: map[string]store.AgentDrain{},
+	return &Dispatcher{observe: map[observeKey]func(){}, drains: map[string]store.AgentDrain{}, runHeads: map[string]store.Run{},
 		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
 		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{}, scaled: map[string]ScaleStatus{},
 	}
@@ -257,7 +287,7 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 		agentID := a.ID
 		changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{
 			ID: job.ID, From: runstate.JobFrom(store.JobDispatched), To: store.JobDispatched,
-			AgentID: &agentID, Attempt: &attempt,
+			AgentID: &agentID, Attempt: &attempt, ResetSeq: true, // seqs start again with each dispatch
 		})
 		if err != nil {
 			return err
@@ -268,10 +298,7 @@ func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
 			_, err := tx.Dequeue(ctx, job.ID)
 			return err
 		}
-		if err := tx.ResetJobSeq(ctx, job.ID); err != nil {
-			return err
-		}
-		run, err = tx.GetRunHead(ctx, job.RunID) // the dispatch needs the event and commit, not the jobs
+		run, err = d.runHead(ctx, tx, job.RunID)
 		if err != nil {
 			return err
 		}

@@ -79,6 +79,9 @@ type JobTransition struct {
 	// StartedAt and FinishedAt set those times.
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+	// ResetSeq sets the job's last applied message seq back to 0, as a new
+	// dispatch does: sequence numbers start again with each dispatch.
+	ResetSeq bool
 }
 
 // UpdateJobStatus applies t if the job is in one of t.From.
@@ -99,13 +102,17 @@ func (q *queries) updateJobStatus(ctx context.Context, t JobTransition) (bool, e
 	args = append(args, optionalText(t.Error)...)
 	args = append(args, nullPtrArg(t.Attempt), nullTimeArg(t.StartedAt), nullTimeArg(t.FinishedAt), t.ID)
 	args = append(args, statusArgs(t.From)...)
+	seq := ""
+	if t.ResetSeq {
+		seq = ", last_seq = 0"
+	}
 	changed, err := q.execChanged(ctx,
 		`UPDATE jobs SET status = ?,
 		   agent_id = `+optionalTextSQL("agent_id")+`,
 		   error = `+optionalTextSQL("error")+`,
 		   attempt = COALESCE(?, attempt),
 		   started_at = COALESCE(?, started_at),
-		   finished_at = COALESCE(?, finished_at)
+		   finished_at = COALESCE(?, finished_at)`+seq+`
 		 WHERE id = ? AND status IN (`+placeholders(len(t.From))+`)`,
 		args...)
 	if err != nil {
@@ -192,16 +199,6 @@ func optionalText(p *string) []any {
 // only when the first of two arguments is true.
 func optionalTextSQL(column string) string {
 	return "CASE WHEN ? THEN ? ELSE " + column + " END"
-}
-
-// ResetJobSeq sets a job's last applied message sequence number back to 0.
-// Sequence numbers count per dispatch (docs/protocol.md), so the caller
-// resets it in the transaction that dispatches the job again.
-func (q *queries) ResetJobSeq(ctx context.Context, jobID string) error {
-	if _, err := q.exec(ctx, "UPDATE jobs SET last_seq = 0 WHERE id = ?", jobID); err != nil {
-		return fmt.Errorf("reset message sequence of job %q: %w", jobID, classify(err))
-	}
-	return nil
 }
 
 // LockRun serialises the transactions that advance one run: it takes the

@@ -293,6 +293,15 @@ func TestApplyJobMessageDeduplicates(t *testing.T) {
 		if job.LastSeq != 5 || job.Steps[0].Status != StepRunning {
 			t.Errorf("got last seq %d and step status %q, want 5 and %q", job.LastSeq, job.Steps[0].Status, StepRunning)
 		}
+
+		// A new dispatch starts the sequence again, in its status update.
+		ok, err := db.UpdateJobStatus(ctx, JobTransition{ID: id, From: []JobStatus{JobQueued}, To: JobDispatched, ResetSeq: true})
+		if err != nil || !ok {
+			t.Fatalf("dispatch with ResetSeq: (%t, %v)", ok, err)
+		}
+		if again, err := db.ApplyJobMessage(ctx, id, 1); err != nil || !again {
+			t.Errorf("apply 1 after the new dispatch: got (%t, %v), want (true, nil)", again, err)
+		}
 	})
 }
 
