@@ -217,11 +217,13 @@ func (r *repo) workflows(ctx context.Context, sha string) ([]workflow.File, []by
 	if err := checkSHA("commit", sha); err != nil {
 		return nil, nil, err
 	}
-	if err := r.needCommit(ctx, sha); err != nil {
-		return nil, nil, fmt.Errorf("read workflows: %w", err)
-	}
 	out, err := r.output(ctx, "ls-tree", "-z", "-l", "--end-of-options", sha, "--", workflow.WorkflowsDir+"/", workflow.LockPath)
 	if err != nil {
+		// Only now ask whether the commit exists, so that the usual case
+		// (it does) costs one git process fewer on every trigger.
+		if nerr := r.needCommit(ctx, sha); nerr != nil {
+			return nil, nil, fmt.Errorf("read workflows: %w", nerr)
+		}
 		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)
 	}
 	entries, err := parseTree(out)
