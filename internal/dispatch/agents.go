@@ -28,7 +28,7 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 	if err := d.registerScaled(a, scalerToken); err != nil {
 		return nil, err
 	}
-	if _, drained := d.DrainOf(a.ID); drained {
+	if _, drained := d.drainOf(a.ID); drained {
 		a.setDraining(true)
 	}
 	if old := d.reg.get(a.ID); old != nil && old != a {

@@ -379,7 +379,7 @@ func (d *Dispatcher) requeue(ctx context.Context, r store.RequeueRequest, attemp
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		events, done = nil, false
 		if attempt != 0 {
-			job, err := tx.GetJob(ctx, r.JobID)
+			job, err := tx.GetJobHead(ctx, r.JobID)
 			if err != nil || job.Attempt != attempt {
 				return err
 			}
@@ -520,34 +520,14 @@ func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
 // endLostJob fails a job whose recovery window r expired, unless its agent
 // reclaimed it after the sweep listed it.
 func (d *Dispatcher) endLostJob(ctx context.Context, r store.QueueEntry, msg string) {
-	var events []apiv1.Event
-	err := d.db.Tx(ctx, func(tx *store.Tx) error {
-		events = nil
+	d.endJobIf(ctx, r.JobID, store.JobFailure, msg, func(tx *store.Tx) (bool, error) {
 		e, err := tx.GetQueueEntry(ctx, r.JobID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil // the job ended meanwhile
+			return false, nil // the job ended meanwhile
 		}
-		if err != nil {
-			return err
-		}
-		if e.RecoveryDeadline == nil || e.RecoveryAgentID != r.RecoveryAgentID {
-			return nil // reclaimed meanwhile
-		}
-		job, err := tx.GetJob(ctx, r.JobID)
-		if err != nil {
-			return err
-		}
-		events, err = d.endJob(ctx, tx, job, store.JobFailure, msg)
-		return err
+		// Not reclaimed meanwhile.
+		return err == nil && e.RecoveryDeadline != nil && e.RecoveryAgentID == r.RecoveryAgentID, err
 	})
-	if err != nil {
-		d.log.Error("end lost job failed", "job_id", r.JobID, "error", err)
-		return
-	}
-	if len(events) > 0 {
-		d.log.Warn("job ended by the orchestrator", "job_id", r.JobID, "status", store.JobFailure, "reason", msg)
-	}
-	d.publish(events)
 }
 
 // sweepQueue fails the jobs that waited in the queue too long, with the
@@ -568,8 +548,20 @@ func (d *Dispatcher) sweepQueue(ctx context.Context) {
 }
 
 func (d *Dispatcher) endJobByID(ctx context.Context, jobID string, to store.JobStatus, msg string) {
+	d.endJobIf(ctx, jobID, to, msg, nil)
+}
+
+// endJobIf ends a job, in one transaction with cond (when not nil), which
+// says whether the job should still end.
+func (d *Dispatcher) endJobIf(ctx context.Context, jobID string, to store.JobStatus, msg string, cond func(tx *store.Tx) (bool, error)) {
 	var events []apiv1.Event
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		events = nil
+		if cond != nil {
+			if ok, err := cond(tx); err != nil || !ok {
+				return err
+			}
+		}
 		job, err := tx.GetJob(ctx, jobID)
 		if err != nil {
 			return err

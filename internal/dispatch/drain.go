@@ -74,8 +74,8 @@ func (d *Dispatcher) Drains() []store.AgentDrain {
 	return out
 }
 
-// DrainOf returns the drain of agentID, if it is drained.
-func (d *Dispatcher) DrainOf(agentID string) (store.AgentDrain, bool) {
+// drainOf returns the drain of agentID, if it is drained.
+func (d *Dispatcher) drainOf(agentID string) (store.AgentDrain, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	dr, ok := d.drains[agentID]

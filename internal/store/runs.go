@@ -393,20 +393,8 @@ func (tx *Tx) GetRunOutline(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	rows, err := tx.query(ctx, "SELECT "+jobColumns+" FROM jobs WHERE run_id = ? ORDER BY created_at, id", id)
-	if err != nil {
-		return Run{}, fmt.Errorf("get run %q: list jobs: %w", id, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		j, err := scanJobEncoded(rows)
-		if err != nil {
-			return Run{}, fmt.Errorf("get run %q: list jobs: %w", id, err)
-		}
-		run.Jobs = append(run.Jobs, j)
-	}
-	if err := rows.Err(); err != nil {
-		return Run{}, fmt.Errorf("get run %q: list jobs: %w", id, err)
+	if run.Jobs, err = tx.queryJobs(ctx, scanJobEncoded, "run_id = ?", id); err != nil {
+		return Run{}, fmt.Errorf("get run %q: %w", id, err)
 	}
 	return run, nil
 }
@@ -493,31 +481,40 @@ func (q *queries) ListJobSteps(ctx context.Context, jobID string) ([]Step, error
 	return out, nil
 }
 
-// listJobs returns the jobs matching where (a condition on jobs with one
-// argument), each with its steps.
-func (tx *Tx) listJobs(ctx context.Context, where string, arg any) ([]Job, error) {
+// queryJobs returns the job rows matching where (a condition on jobs with
+// one argument) in creation order, each read by scan, without steps.
+func (tx *Tx) queryJobs(ctx context.Context, scan func(interface{ Scan(...any) error }) (Job, error), where string, arg any) ([]Job, error) {
 	rows, err := tx.query(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+where+" ORDER BY created_at, id", arg)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
 	var jobs []Job
-	index := map[string]int{}
 	for rows.Next() {
-		j, err := scanJob(rows)
+		j, err := scan(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
-		index[j.ID] = len(jobs)
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
-	if len(jobs) == 0 {
-		return nil, nil
+	return jobs, nil
+}
+
+// listJobs returns the jobs matching where (a condition on jobs with one
+// argument), each with its steps.
+func (tx *Tx) listJobs(ctx context.Context, where string, arg any) ([]Job, error) {
+	jobs, err := tx.queryJobs(ctx, scanJob, where, arg)
+	if err != nil || len(jobs) == 0 {
+		return nil, err
 	}
-	rows, err = tx.query(ctx,
+	index := make(map[string]int, len(jobs))
+	for i, j := range jobs {
+		index[j.ID] = i
+	}
+	rows, err := tx.query(ctx,
 		"SELECT "+stepColumns+" FROM steps WHERE job_id IN (SELECT id FROM jobs WHERE "+where+") ORDER BY job_id, idx", arg)
 	if err != nil {
 		return nil, fmt.Errorf("list steps: %w", err)
