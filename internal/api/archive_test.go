@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"database/sql"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,45 @@ func TestArchiveIsCached(t *testing.T) {
 		entries, err := filepath.Glob(filepath.Join(h.dataDir, "archive-cache", "*.tar.gz"))
 		if err != nil || len(entries) != 1 {
 			t.Fatalf("cache entries: got %v (%v), want one", entries, err)
+		}
+	})
+}
+
+// TestArchiveStoreErrorIsNot403: when the job-token check cannot read the
+// job (here its table is gone; in the field, a dropped database
+// connection), the answer is a 5xx that the agent retries, never a 403,
+// which would fail the job for a fault of the orchestrator's.
+func TestArchiveStoreErrorIsNot403(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, h *harness) {
+		dir, sha := ciRepo(t)
+		h.addSource(t, "broken", dir, "")
+		runID := h.trigger(t, "broken")[0].ID
+		db := h.openStore(t)
+		run, err := db.GetRun(t.Context(), runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens, err := auth.LoadJobTokens(h.dataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		driver, dsn := "sqlite", filepath.Join(h.dataDir, "kici.db")
+		if h.dbURL != "" {
+			driver, dsn = "pgx", h.dbURL
+		}
+		raw, err := sql.Open(driver, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if _, err := raw.ExecContext(t.Context(), "ALTER TABLE jobs RENAME TO jobs_gone"); err != nil {
+			t.Fatalf("break the jobs table: %v", err)
+		}
+		header := http.Header{"Authorization": {"Bearer " + tokens.Mint(run.Jobs[0].ID, run.Jobs[0].Attempt)}}
+		resp := h.do(t, http.MethodGet, "/api/v1/sources/broken/archive/"+sha, header, nil)
+		if resp.status < 500 {
+			t.Fatalf("archive with the store failing: got %d (%s), want a 5xx", resp.status, resp.body)
 		}
 	})
 }

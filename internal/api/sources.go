@@ -223,12 +223,22 @@ func (s *Server) archive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "job token missing or invalid")
 		return
 	}
-	job, err := s.db.GetJob(r.Context(), jobID)
+	// A store error is the orchestrator's fault, not the token's: it gets
+	// a 5xx, which the agent retries, never a 403, which fails the job.
+	job, err := s.db.GetJobHead(r.Context(), jobID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.storeError(w, fmt.Sprintf("job %q", jobID), err)
+		return
+	}
 	if err != nil || job.Attempt != attempt || runstate.JobTerminal(job.Status) {
 		writeError(w, http.StatusForbidden, "the job token's job is not running")
 		return
 	}
 	run, err := s.db.GetRunHead(r.Context(), job.RunID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.storeError(w, fmt.Sprintf("run %q", job.RunID), err)
+		return
+	}
 	if err != nil || run.Source != name || run.SHA != sha {
 		writeError(w, http.StatusForbidden, "the job token does not grant this source and commit")
 		return

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 )
 
 // checkout puts the job's code in place and returns the directory the steps
@@ -36,9 +37,43 @@ func (j *jobRun) checkout(ctx context.Context) (string, error) {
 	return "", fmt.Errorf("unknown source kind %q", src.Kind)
 }
 
+// archiveRetryDelays are the pauses between attempts to fetch a source
+// archive after a network error or a 5xx answer: the orchestrator may be
+// restarting, or its database briefly unreachable. About 8 s in all. A 4xx
+// answer (the job token refused, the archive unknown) is final.
+var archiveRetryDelays = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
+
 // fetchArchive downloads the tar.gz at url with the job token and extracts
-// it into the checkout directory.
+// it into the checkout directory, retrying what the orchestrator may
+// answer better a moment later.
 func (j *jobRun) fetchArchive(ctx context.Context, url string) error {
+	j.out.note("fetching %s", url)
+	for attempt := 0; ; attempt++ {
+		err := j.fetchArchiveOnce(ctx, url)
+		var transient *transientFetchError
+		if !errors.As(err, &transient) || attempt >= len(archiveRetryDelays) {
+			return err
+		}
+		delay := archiveRetryDelays[attempt]
+		j.out.note("fetching the archive failed (%v); retrying in %s", transient.err, delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("fetch archive: %w", context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// transientFetchError is a failed fetch worth another attempt: nothing was
+// extracted yet, and the cause may pass.
+type transientFetchError struct{ err error }
+
+func (e *transientFetchError) Error() string { return e.err.Error() }
+func (e *transientFetchError) Unwrap() error { return e.err }
+
+func (j *jobRun) fetchArchiveOnce(ctx context.Context, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return fmt.Errorf("fetch archive: %w", err)
@@ -46,14 +81,20 @@ func (j *jobRun) fetchArchive(ctx context.Context, url string) error {
 	if j.spec.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+j.spec.Token)
 	}
-	j.out.note("fetching %s", url)
 	resp, err := j.r.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("fetch archive: %w", err)
+		if ctx.Err() != nil {
+			return fmt.Errorf("fetch archive: %w", err)
+		}
+		return &transientFetchError{fmt.Errorf("fetch archive: %w", err)}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("fetch archive %q: HTTP %s", url, resp.Status)
+		err := fmt.Errorf("fetch archive %q: HTTP %s", url, resp.Status)
+		if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+			return &transientFetchError{err}
+		}
+		return err
 	}
 	st, err := extractTarGz(resp.Body, j.dirs.src, j.r.cfg.MaxArchiveBytes)
 	if err != nil {

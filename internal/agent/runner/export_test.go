@@ -1,6 +1,9 @@
 package runner
 
-import "io"
+import (
+	"io"
+	"time"
+)
 
 // Test hooks for the unexported helpers.
 
@@ -19,3 +22,11 @@ func ExtractTarGz(r io.Reader, dir string, maxBytes int64) (entries int, bytes i
 
 // SplitWords is splitWords.
 var SplitWords = splitWords
+
+// SetArchiveRetryDelays replaces the pauses between archive fetches and
+// returns a function that restores them.
+func SetArchiveRetryDelays(d []time.Duration) func() {
+	old := archiveRetryDelays
+	archiveRetryDelays = d
+	return func() { archiveRetryDelays = old }
+}
