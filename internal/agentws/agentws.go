@@ -268,7 +268,15 @@ func (c *conn) Send(ctx context.Context, m protocol.Message) error {
 	return c.ws.Write(ctx, websocket.MessageText, data)
 }
 
+// maxCloseReason is what a WebSocket close frame can carry of a reason
+// (RFC 6455 §5.5: 125 bytes of payload, 2 of them the code); a longer one
+// makes the frame invalid and the peer sees no code at all.
+const maxCloseReason = 123
+
 func (c *conn) Close(code int, reason string) {
+	if len(reason) > maxCloseReason {
+		reason = strings.ToValidUTF8(reason[:maxCloseReason-3], "") + "..."
+	}
 	c.once.Do(func() {
 		go c.ws.Close(websocket.StatusCode(code), reason)
 	})
@@ -291,8 +299,12 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		}
 	}
 	a := dispatch.NewAgent(reg, c, "static", h.cfg.Now())
-	if tok != nil {
+	switch {
+	case tok != nil:
 		a.TokenID, a.TokenExpires = tok.ID, tok.ExpiresAt
+		a.Credential = "token:" + tok.ID
+	case cred.scaler != "":
+		a.Credential = "scaler"
 	}
 	log := h.log.With("agent_id", a.ID)
 	reply, err := h.disp.Register(ctx, a, reg.InFlight, cred.scaler)
@@ -373,9 +385,13 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 			return
 		}
 		var seq uint64
+		var foreign error
 		err = retry(ctx, applyRetryDelays, func() error {
 			var err error
 			seq, err = h.disp.Apply(ctx, a, m)
+			if errors.Is(err, dispatch.ErrNotOwner) {
+				foreign, err = err, nil // final: retrying cannot change whose job it is
+			}
 			if err != nil {
 				log.Warn("apply agent message failed; retrying", "type", m.Type(), "error", err)
 			}
@@ -390,6 +406,15 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 			log.Error("apply agent message failed; closing so the agent replays", "type", m.Type(), "error", err)
 			c.Close(int(websocket.StatusInternalError), "message not applied; reconnect and replay")
 			return
+		}
+		if foreign != nil {
+			// Dropped and not acknowledged: an agent speaking for a job
+			// that is not its own gets nothing applied.
+			log.Warn("agent message for a job not dispatched to it dropped", "type", m.Type(), "error", foreign)
+			if err := c.Send(ctx, &protocol.Error{Code: protocol.ErrorNotOwner, Message: foreign.Error()}); err != nil {
+				return
+			}
+			continue
 		}
 		if seq > 0 {
 			jobID, _ := m.(protocol.JobScoped).JobSeq()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -13,6 +14,13 @@ import (
 	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/store"
 )
+
+// ErrNotOwner is returned by Apply for a job-scoped message about a job
+// that is not dispatched to the sending connection: the agent must not
+// speak for another agent's job. Nothing of the message is applied, and it
+// is not acknowledged; the connection may stay open (protocol error code
+// not_owner).
+var ErrNotOwner = errors.New("job is not dispatched to this agent")
 
 // Register adds a connected agent and answers its registration: for each
 // in-flight job the agent reports that is still its own, the highest
@@ -24,7 +32,18 @@ import (
 // ("" for any other agent). An agent whose id says it was spawned by a
 // scaler, but which the scaler manager does not know, is refused with a
 // *RefusedError (close code 4040).
+//
+// An agent id belongs to the credential (a.Credential) that registered it
+// for as long as that agent is connected or holds a job. A registration of
+// the id under another credential is refused with a *RefusedError (close
+// code 4013) before anything changes: the connected agent keeps its
+// connection and its jobs.
 func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol.InFlightJob, scalerToken string) (*protocol.Registered, error) {
+	unlock := d.ids.lock(a.ID)
+	defer unlock()
+	if err := d.bindIdentity(ctx, a); err != nil {
+		return nil, err
+	}
 	if err := d.registerScaled(a, scalerToken); err != nil {
 		return nil, err
 	}
@@ -82,6 +101,39 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 	d.log.Info("agent registered", "agent_id", a.ID, "labels", a.Labels, "resumed_jobs", len(reply.Resume))
 	d.JobsQueued()
 	return reply, nil
+}
+
+// bindIdentity binds a.ID to a.Credential, or refuses the registration if
+// the id belongs to another credential whose agent is connected or holds a
+// job.
+func (d *Dispatcher) bindIdentity(ctx context.Context, a *Agent) error {
+	refuse := func(holder string) error {
+		d.log.Warn("agent id taken by another credential", "agent_id", a.ID, "credential", a.Credential, "bound_to", holder)
+		return &RefusedError{Code: protocol.CloseIdentityTaken, Reason: fmt.Sprintf(
+			"agent id %q belongs to another agent token while it is connected or holds a job", a.ID)}
+	}
+	if old := d.reg.get(a.ID); old != nil && old != a && old.Credential != a.Credential {
+		return refuse(old.Credential)
+	}
+	if !strings.HasPrefix(a.Credential, "token:") {
+		// A scaler agent's id is bound to its single-use token by the
+		// scaler manager; without agent auth there is one credential.
+		return nil
+	}
+	var holder string
+	var ok bool
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		holder, ok, err = tx.BindAgent(ctx, a.ID, a.Credential)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bind agent %q to its credential: %w", a.ID, err)
+	}
+	if !ok {
+		return refuse(holder)
+	}
+	return nil
 }
 
 // reconcileMissing settles the jobs still waiting for agent a to come
@@ -150,6 +202,15 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 			continue
 		}
 		waiting++
+	}
+	if waiting == 0 && strings.HasPrefix(a.Credential, "token:") {
+		unlock := d.ids.lock(a.ID)
+		if d.reg.get(a.ID) == nil { // not registered again meanwhile
+			if err := d.db.UnbindAgent(ctx, a.ID, a.Credential); err != nil {
+				d.log.Warn("unbind agent id failed", "agent_id", a.ID, "error", err)
+			}
+		}
+		unlock()
 	}
 	d.log.Info("agent disconnected", "agent_id", a.ID, "jobs_waiting_for_recovery", waiting)
 	d.JobsQueued()
@@ -230,18 +291,25 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 			d.failForStorage(ctx, a, jobID, err)
 			return seq, nil
 		}
-		return seq, err
+		if err != nil {
+			return 0, err
+		}
+		return seq, nil
 	}
 	var events []apiv1.Event
-	var freed bool
+	var freed, foreign bool
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
-		events, freed = nil, false
+		events, freed, foreign = nil, false, false
 		job, err := tx.GetJobHead(ctx, jobID)
 		if err != nil {
 			return err
 		}
-		if job.AgentID != a.ID {
-			return nil // the job was taken from this agent; its word no longer counts
+		if !owns(a, job) {
+			foreign = true
+			return nil
+		}
+		if runstate.JobTerminal(job.Status) && !a.holds(jobID) {
+			return nil // a replay after the end: nothing left to apply
 		}
 		fresh, err := tx.ApplyJobMessage(ctx, jobID, int64(seq))
 		if err != nil || !fresh {
@@ -252,6 +320,9 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 	})
 	if err != nil {
 		return 0, fmt.Errorf("apply %s of job %q from agent %q: %w", m.Type(), jobID, a.ID, err)
+	}
+	if foreign {
+		return 0, fmt.Errorf("%s of job %q from agent %q: %w", m.Type(), jobID, a.ID, ErrNotOwner)
 	}
 	d.publish(events)
 	if freed {
@@ -322,17 +393,24 @@ func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store
 	return events, true, err
 }
 
+// owns reports whether connection a may speak for job: the job is
+// dispatched to a's agent id and, unless it has ended, to this very
+// connection (a connection refused or replaced holds none of its jobs).
+func owns(a *Agent, job store.Job) bool {
+	if job.AgentID != a.ID {
+		return false
+	}
+	return a.holds(job.ID) || runstate.JobTerminal(job.Status)
+}
+
 // applyLog stores a log chunk; the log store itself skips a chunk it has.
 func (d *Dispatcher) applyLog(ctx context.Context, a *Agent, m *protocol.LogChunk) error {
-	if !a.holds(m.JobID) {
-		return nil
-	}
 	job, err := d.db.GetJobHead(ctx, m.JobID)
 	if err != nil {
 		return err
 	}
-	if job.AgentID != a.ID {
-		return nil
+	if !owns(a, job) {
+		return fmt.Errorf("log.chunk of job %q from agent %q: %w", m.JobID, a.ID, ErrNotOwner)
 	}
 	if runstate.JobTerminal(job.Status) {
 		// Ended by the orchestrator (its log storage is full, its agent

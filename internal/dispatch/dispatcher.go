@@ -87,6 +87,7 @@ type Dispatcher struct {
 	logs  LogSink
 	cfg   Config
 	reg   registry
+	ids   idLocks // one registration per agent id at a time
 	kick  chan struct{}
 
 	// recent remembers the agent each job was last dispatched to and the
@@ -479,8 +480,14 @@ func (d *Dispatcher) endJobOnly(ctx context.Context, tx *store.Tx, job store.Job
 	return []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(to), Error: msg}}, nil
 }
 
-// sweepAcks requeues dispatches whose ack deadline passed and closes the
-// silent agent's connection.
+// sweepAcks handles dispatches whose ack deadline passed. A late ack is no
+// proof that the agent lacks the job: under load, or behind a slow link,
+// the agent may be running it already. So the job is never handed to
+// another agent from here. The silent agent's connection is closed
+// (4031); its jobs then wait for it like those of any disconnected agent,
+// and its reconnect settles them: a job it reports in flight is resumed,
+// one it does not report goes back to the queue (see reconcileMissing).
+// If the agent is already gone, the row gets the recovery window here.
 func (d *Dispatcher) sweepAcks(ctx context.Context) {
 	rows, err := d.db.ExpiredAckDeadlines(ctx, d.cfg.Now())
 	if err != nil {
@@ -489,12 +496,15 @@ func (d *Dispatcher) sweepAcks(ctx context.Context) {
 	}
 	for _, r := range rows {
 		if a := d.reg.get(r.AgentID); a != nil {
-			a.retire()
-			a.release(r.JobID)
-			a.conn.Close(protocol.CloseAckTimeout, "dispatch not acknowledged in time")
+			if a.kick(protocol.CloseAckTimeout, "dispatch not acknowledged in time") {
+				d.log.Warn("agent closed: dispatch not acknowledged in time", "agent_id", r.AgentID, "job_id", r.JobID,
+					"ack_timeout", d.cfg.AckTimeout)
+			}
+			continue // Unregister gives its jobs the recovery window
 		}
-		d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: r.AgentID, OnlyUnacked: true,
-			Reason: fmt.Sprintf("agent %s did not acknowledge the dispatch within %s", r.AgentID, d.cfg.AckTimeout)}, 0)
+		if _, err := d.db.SetRecovery(ctx, r.JobID, r.AgentID, d.cfg.Now().Add(d.cfg.RecoveryWindow)); err != nil && !errors.Is(err, store.ErrNotFound) {
+			d.log.Error("set recovery window failed", "job_id", r.JobID, "agent_id", r.AgentID, "error", err)
+		}
 	}
 }
 

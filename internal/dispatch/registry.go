@@ -35,7 +35,13 @@ type Agent struct {
 	// TokenExpires is when that token expires; nil for never. The agent is
 	// disconnected when it does.
 	TokenExpires *time.Time
-	conn         Conn
+	// Credential names what the agent authenticated with, as the agent id
+	// binding compares it: "token:<id>" for an agent token, "scaler" for a
+	// scaler agent's single-use token, "" (none) under KICI_AGENT_AUTH=none.
+	// A registration of an id bound to another credential is refused while
+	// the bound agent is connected or holds a job (see Dispatcher.Register).
+	Credential string
+	conn       Conn
 
 	mu       sync.Mutex
 	boundJob string          // the job a scaler spawned this agent for, until claimed
@@ -149,6 +155,42 @@ func (a *Agent) holds(jobID string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.busy[jobID]
+}
+
+// idLocks serialises the registrations of one agent id, so that checking
+// who the id belongs to and taking it over happen as one step.
+type idLocks struct {
+	mu sync.Mutex
+	m  map[string]*idLock
+}
+
+type idLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lock locks id and returns the unlock function.
+func (l *idLocks) lock(id string) func() {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = map[string]*idLock{}
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &idLock{}
+		l.m[id] = e
+	}
+	e.users++
+	l.mu.Unlock()
+	e.mu.Lock()
+	return func() {
+		e.mu.Unlock()
+		l.mu.Lock()
+		if e.users--; e.users == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // registry is the set of connected agents by id.

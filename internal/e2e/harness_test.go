@@ -76,6 +76,11 @@ type orchestrator struct {
 	done    chan struct{}
 	// output is everything the process wrote, across restarts.
 	output syncBuffer
+	// agentTokens holds the token of each agent id startAgent started, so
+	// a restarted agent comes back with its own token, as on a real host
+	// (an agent id belongs to the token that registered it).
+	mu          sync.Mutex
+	agentTokens map[string]string
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -198,15 +203,27 @@ type agent struct {
 // ws:// URL; the orchestrator's /ws unless a proxy stands between).
 func startAgent(t *testing.T, o *orchestrator, url, id string, labels []string, env ...string) *agent {
 	t.Helper()
-	var tok apiv1.AgentToken
-	o.api(t, "POST", "/api/v1/agent-tokens", apiv1.AgentTokenRequest{Labels: labels}, &tok, http.StatusCreated)
+	o.mu.Lock()
+	token, ok := o.agentTokens[id]
+	o.mu.Unlock()
+	if !ok {
+		var tok apiv1.AgentToken
+		o.api(t, "POST", "/api/v1/agent-tokens", apiv1.AgentTokenRequest{Labels: labels}, &tok, http.StatusCreated)
+		token = tok.Token
+		o.mu.Lock()
+		if o.agentTokens == nil {
+			o.agentTokens = map[string]string{}
+		}
+		o.agentTokens[id] = token
+		o.mu.Unlock()
+	}
 	if url == "" {
 		url = "ws://" + o.addr + "/ws"
 	}
 	a := &agent{cmd: exec.Command(filepath.Join(binDir, "kici-agent"))}
 	a.cmd.Env = append(minimalEnv(),
 		"KICI_ORCHESTRATOR_URL="+url,
-		"KICI_AGENT_TOKEN="+tok.Token,
+		"KICI_AGENT_TOKEN="+token,
 		"KICI_AGENT_ID="+id,
 		"KICI_LABELS="+strings.Join(labels, ","),
 		"KICI_AGENT_WORKDIR="+t.TempDir(),

@@ -40,6 +40,11 @@ const (
 	// [SentByServer]), anything but [Register] first, a second Register, or
 	// anything but [Registered] first. Agent: reconnect.
 	CloseUnexpectedMessage = 4012
+	// CloseIdentityTaken: the orchestrator refused a Register whose agent id
+	// belongs to another credential (agent token) while that agent is
+	// connected or holds a job. Nothing of the refused connection is
+	// applied. Agent: stop; an operator must give it its own id or token.
+	CloseIdentityTaken = 4013
 	// CloseAckTimeout: the orchestrator got no [JobAck] or [JobReject] for a
 	// [JobDispatch] within the ack deadline. Agent: reconnect.
 	CloseAckTimeout = 4031
@@ -66,6 +71,7 @@ var closeCodes = map[int]closeCode{
 	CloseTokenRevoked:       {"token revoked", false},
 	CloseMalformed:          {"malformed message", true},
 	CloseUnexpectedMessage:  {"unexpected message", true},
+	CloseIdentityTaken:      {"agent id belongs to another agent token", false},
 	CloseAckTimeout:         {"dispatch ack timeout", true},
 	CloseUnknownScalerAgent: {"unknown scaler agent", false},
 	CloseShuttingDown:       {"server shutting down", true},
