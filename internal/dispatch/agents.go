@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
@@ -264,14 +263,6 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 	return nil
 }
 
-// failForStorage ends a job whose output cannot be stored.
-func (d *Dispatcher) failForStorage(ctx context.Context, a *Agent, jobID string, cause error) {
-	msg := fmt.Sprintf("log storage full: %v; free space in the orchestrator's data dir and re-run", cause)
-	d.log.Error("job failed: log storage full", "job_id", jobID, "agent_id", a.ID, "error", cause)
-	_ = a.conn.Send(ctx, &protocol.JobCancel{JobID: jobID, Force: true, Reason: "log storage full on the orchestrator"})
-	d.endJobByID(ctx, jobID, store.JobFailure, msg)
-}
-
 // Apply applies one job-scoped message from an agent exactly once and
 // returns the seq the agent may now forget (0: nothing to acknowledge).
 func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (uint64, error) {
@@ -280,16 +271,17 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 		return 0, fmt.Errorf("message %s is not job-scoped", m.Type())
 	}
 	jobID, seq := js.JobSeq()
+	if d.swallowUnstored(m) {
+		return 0, nil // its job is being failed for lack of space
+	}
 	if chunk, ok := m.(*protocol.LogChunk); ok {
 		err := d.applyLog(ctx, a, chunk)
-		if errors.Is(err, syscall.ENOSPC) {
-			// The log volume is full: retrying (the agent replays the chunk
-			// after a reconnect) would fail forever and leave the job
-			// running. Fail the job with the cause, stop it on the agent,
-			// and acknowledge the chunk. The log store truncated the partial
-			// write, so the stored log stays readable.
-			d.failForStorage(ctx, a, jobID, err)
-			return seq, nil
+		if store.IsStorageFull(err) {
+			// The disk is full: retrying (or closing, so that the agent
+			// replays) would fail forever and leave the job running. The
+			// log store truncated the partial write, so the stored log
+			// stays readable.
+			return d.storageFull(ctx, a, m, err), nil
 		}
 		if err != nil {
 			return 0, err
@@ -318,6 +310,9 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 		events, freed, err = d.applyTx(ctx, tx, a, job, m)
 		return err
 	})
+	if store.IsStorageFull(err) {
+		return d.storageFull(ctx, a, m, err), nil
+	}
 	if err != nil {
 		return 0, fmt.Errorf("apply %s of job %q from agent %q: %w", m.Type(), jobID, a.ID, err)
 	}

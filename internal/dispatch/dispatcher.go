@@ -104,6 +104,12 @@ type Dispatcher struct {
 	drains map[string]store.AgentDrain
 	// runHeads caches the run rows dispatches are built from (see runHead).
 	runHeads map[string]store.Run
+	// unstored are the jobs whose output could not be stored for lack of
+	// space, until they are settled (see storageFull).
+	unstored map[string]*unstored
+	// settling serialises retryUnstored between the loop and the agents'
+	// connections.
+	settling sync.Mutex
 }
 
 // maxRunHeads bounds the run-row cache (a row holds the run's event,
@@ -173,7 +179,7 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
-	return &Dispatcher{observe: map[observeKey]func(){}, drains: map[string]store.AgentDrain{}, runHeads: map[string]store.Run{},
+	return &Dispatcher{observe: map[observeKey]func(){}, drains: map[string]store.AgentDrain{}, runHeads: map[string]store.Run{}, unstored: map[string]*unstored{},
 		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
 		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{}, scaled: map[string]ScaleStatus{},
 	}
@@ -211,6 +217,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			d.sweepExpiredTokens()
 			d.sweepAcks(ctx)
 			d.sweepRecoveries(ctx)
+			d.retryUnstored(ctx)
 			if now := d.cfg.Now(); now.Sub(lastQueueSweep) >= d.cfg.QueueSweepInterval {
 				lastQueueSweep = now
 				d.sweepQueue(ctx)

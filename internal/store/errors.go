@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
@@ -83,6 +84,32 @@ func retryable(err error) bool {
 		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
 			return true
 		}
+	}
+	return false
+}
+
+// pgDiskFull is PostgreSQL's SQLSTATE disk_full.
+const pgDiskFull = "53100"
+
+// IsStorageFull reports whether err means the disk under the database or
+// the logs has no space left: ENOSPC from a file write, SQLITE_FULL (or an
+// I/O error SQLite hit for lack of space), or PostgreSQL's disk_full. A
+// write that failed for this reason fails again until space is freed, so
+// callers stop retrying and say so instead.
+func IsStorageFull(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == pgDiskFull
+	}
+	var liteErr *sqlite.Error
+	if errors.As(err, &liteErr) {
+		return liteErr.Code()&0xff == sqlite3.SQLITE_FULL
 	}
 	return false
 }

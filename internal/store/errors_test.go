@@ -6,7 +6,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -69,7 +71,50 @@ func sqliteErrors(t *testing.T) map[string]error {
 	if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
 		t.Fatalf("rollback: %v", err)
 	}
+
+	// SQLITE_FULL: the database may not grow past its page cap, as on a
+	// full disk.
+	full := open("_pragma=max_page_count(8)")
+	if _, err := full.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS big (v TEXT)"); err != nil {
+		t.Fatalf("create big: %v", err)
+	}
+	for i := 0; ; i++ {
+		_, err := full.ExecContext(ctx, "INSERT INTO big (v) VALUES (?)", string(make([]byte, 4096)))
+		if err != nil {
+			errs["full"] = err
+			break
+		}
+		if i > 1000 {
+			t.Fatal("the capped database never filled up")
+		}
+	}
 	return errs
+}
+
+func TestIsStorageFull(t *testing.T) {
+	t.Parallel()
+	lite := sqliteErrors(t)
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "nil", err: nil, want: false},
+		{name: "enospc from a write", err: fmt.Errorf("append log: %w", &fs.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}), want: true},
+		{name: "sqlite full", err: fmt.Errorf("commit transaction: %w", lite["full"]), want: true},
+		{name: "sqlite busy", err: lite["busy"], want: false},
+		{name: "postgres disk full", err: &pgconn.PgError{Code: "53100"}, want: true},
+		{name: "postgres out of memory", err: &pgconn.PgError{Code: "53200"}, want: false},
+		{name: "plain error", err: errors.New("no space, but not that one"), want: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := IsStorageFull(tt.err); got != tt.want {
+				t.Errorf("IsStorageFull(%v): got %t, want %t", tt.err, got, tt.want)
+			}
+		})
+	}
 }
 
 func TestClassify(t *testing.T) {
