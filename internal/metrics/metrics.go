@@ -118,7 +118,10 @@ func (r *Registry) JobDuration(status string, d time.Duration) {
 	r.JobDurationSeconds.WithLabelValues(status).Observe(d.Seconds())
 }
 
-// Handler serves the metrics in the Prometheus text format.
+// Handler serves the metrics in the Prometheus text format. A collector
+// that fails (the queue gauges, when the database cannot be read) leaves
+// out its own series only: every other series is still served, so one
+// database hiccup does not mark the whole target down.
 func (r *Registry) Handler() http.Handler {
-	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
