@@ -116,13 +116,13 @@ func (q *queries) RecordWebhookEvent(ctx context.Context, ev WebhookEvent) (Webh
 	if len(ev.RunIDs) > maxEventRunIDs {
 		ev.RunIDs = ev.RunIDs[:maxEventRunIDs]
 	}
-	ev.Source = boundText(ev.Source, maxEventSource)
-	ev.DeliveryID = boundText(ev.DeliveryID, maxEventDeliveryID)
-	ev.Kind = boundText(ev.Kind, maxEventKind)
-	ev.Verdict = boundText(ev.Verdict, maxEventKind)
-	ev.Detail = boundText(ev.Detail, maxEventDetail)
-	ev.ClientAddr = boundText(ev.ClientAddr, maxEventClientAddr)
-	ev.UserAgent = boundText(ev.UserAgent, maxEventUserAgent)
+	ev.Source = BoundText(ev.Source, maxEventSource)
+	ev.DeliveryID = BoundText(ev.DeliveryID, maxEventDeliveryID)
+	ev.Kind = BoundText(ev.Kind, maxEventKind)
+	ev.Verdict = BoundText(ev.Verdict, maxEventKind)
+	ev.Detail = BoundText(ev.Detail, maxEventDetail)
+	ev.ClientAddr = BoundText(ev.ClientAddr, maxEventClientAddr)
+	ev.UserAgent = BoundText(ev.UserAgent, maxEventUserAgent)
 	ev.BodyBytes = max(ev.BodyBytes, 0)
 	_, err := q.exec(ctx,
 		"INSERT INTO webhook_events ("+webhookEventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -134,11 +134,11 @@ func (q *queries) RecordWebhookEvent(ctx context.Context, ev WebhookEvent) (Webh
 	return ev, nil
 }
 
-// boundText returns s as valid UTF-8 of at most maxBytes bytes: invalid
+// BoundText returns s as valid UTF-8 of at most maxBytes bytes: invalid
 // bytes and control characters (a NUL would not even fit a PostgreSQL
 // text column) become U+FFFD, and a longer value is cut at a character
-// boundary and ends in "…".
-func boundText(s string, maxBytes int) string {
+// boundary and ends in "…". maxBytes is at least 3, the size of "…".
+func BoundText(s string, maxBytes int) string {
 	const ellipsis = "…"
 	var b strings.Builder
 	cut := 0 // the length of b at the last character that leaves room for the ellipsis
