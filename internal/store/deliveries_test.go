@@ -221,12 +221,12 @@ func TestBoundText(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := boundText(tt.in, tt.max)
+			got := BoundText(tt.in, tt.max)
 			if got != tt.want {
-				t.Errorf("boundText(%q, %d): got %q, want %q", tt.in, tt.max, got, tt.want)
+				t.Errorf("BoundText(%q, %d): got %q, want %q", tt.in, tt.max, got, tt.want)
 			}
 			if len(got) > tt.max {
-				t.Errorf("boundText(%q, %d): got %d bytes, want at most %d", tt.in, tt.max, len(got), tt.max)
+				t.Errorf("BoundText(%q, %d): got %d bytes, want at most %d", tt.in, tt.max, len(got), tt.max)
 			}
 		})
 	}
