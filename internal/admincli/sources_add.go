@@ -31,12 +31,14 @@ func newSourcesAddCmd(a *app) *cobra.Command {
 
   --path DIR           a directory on the orchestrator's machine (kind local);
                        a relative DIR is made absolute here first
-  --git-url URL        any git remote the orchestrator can clone (kind git)
+  --git-url URL        a clone URL: https://, http://, ssh://, git://, file:// or
+                       user@host:path (kind git); others (ext::, -…) are refused
   --github OWNER/REPO  a GitHub repository (kind github)
 
 --webhook-secret is the HMAC secret that signs deliveries to
-/webhooks/github/NAME (github) or /webhooks/generic/NAME (the others). The
-server keeps it and never shows it again.`,
+/webhooks/github/NAME (GitHub's, for a source of any kind) or
+/webhooks/generic/NAME (kici's generic payload). The server keeps it and
+never shows it again.`,
 		Example: `  kici-admin sources add hello --path examples/hello
   kici-admin sources add app --github kici-dev/app --webhook-secret "$SECRET"
   kici-admin sources add lib --git-url https://git.example.com/lib.git -o json`,

@@ -80,6 +80,8 @@ type Server struct {
 	cfg    Config
 	mux    *http.ServeMux
 	ws     http.Handler
+	// rejects samples the rejected webhook deliveries that are recorded.
+	rejects *rejectSampler
 }
 
 // New builds the API. ws serves /ws (the agent endpoint). It panics if a
@@ -92,7 +94,8 @@ func New(logger *slog.Logger, db *store.DB, pipe *pipeline.Pipeline, disp *dispa
 	if cfg.MaxWebhookBody <= 0 {
 		cfg.MaxWebhookBody = 25 << 20
 	}
-	s := &Server{log: logger, db: db, pipe: pipe, disp: disp, logs: logStore, tokens: tokens, cfg: cfg, mux: http.NewServeMux(), ws: ws}
+	s := &Server{log: logger, db: db, pipe: pipe, disp: disp, logs: logStore, tokens: tokens, cfg: cfg, mux: http.NewServeMux(), ws: ws,
+		rejects: newRejectSampler(rejectedPerKey, rejectedTotal, rejectWindow, cfg.Now)}
 	for _, r := range s.routes() {
 		if err := r.check(); err != nil {
 			panic(err)

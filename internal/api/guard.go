@@ -33,7 +33,10 @@ const msgBadAdminToken = "admin token missing or invalid (send Authorization: Be
 //  4. The audit log gets every mutation (any method but GET) of an
 //     admin-token route, with its outcome, and every request denied with
 //     401 or 403, whoever denied it (the guard, or the handler of a
-//     signed, job-token or agent-token route).
+//     signed, job-token or agent-token route), except a webhook delivery
+//     the handler did not record either (skipAudit: a flood of
+//     unauthenticated deliveries is sampled). Its target is the URL path,
+//     bounded to maxAuditTarget bytes.
 func (s *Server) guard(rt route) http.Handler {
 	limited := rt.access == adminToken || rt.access == jobToken || rt.access == agentToken
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +49,7 @@ func (s *Server) guard(rt route) http.Handler {
 				return
 			}
 		}
-		entry := &store.AuditEntry{ActorType: auth.ActorAnonymous, Action: rt.action, Target: r.URL.Path, ClientAddr: client}
+		entry := &store.AuditEntry{ActorType: auth.ActorAnonymous, Action: rt.action, Target: store.BoundText(r.URL.Path, maxAuditTarget), ClientAddr: client}
 		if rt.access == adminToken {
 			token, _ := bearerToken(r)
 			p, err := s.cfg.AdminTokens.Authenticate(r.Context(), token)
@@ -76,7 +79,8 @@ func (s *Server) guard(rt route) http.Handler {
 			r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
 		}
 		rec := &recorder{ResponseWriter: w}
-		r = r.WithContext(context.WithValue(r.Context(), auditKey{}, entry))
+		skip := new(bool)
+		r = r.WithContext(context.WithValue(context.WithValue(r.Context(), auditKey{}, entry), auditSkipKey{}, skip))
 		rt.handler(rec, r)
 
 		status := rec.statusCode()
@@ -89,7 +93,7 @@ func (s *Server) guard(rt route) http.Handler {
 				entry.Detail = rec.errorText()
 			}
 			s.record(r.Context(), *entry)
-		case denied && rt.access != public:
+		case denied && rt.access != public && !*skip:
 			entry.Outcome, entry.Status, entry.Detail = auth.OutcomeDenied, status, rec.errorText()
 			switch rt.access {
 			case jobToken:
@@ -134,6 +138,20 @@ func (s *Server) failedAuth(ctx context.Context, client string) {
 }
 
 type auditKey struct{}
+
+// auditSkipKey holds a *bool that skipAudit sets.
+type auditSkipKey struct{}
+
+// maxAuditTarget bounds the URL path an audit entry names as its target.
+const maxAuditTarget = 512
+
+// skipAudit tells the guard not to write the audit entry of a denied
+// request: a webhook delivery sampled out of the delivery log.
+func skipAudit(r *http.Request) {
+	if skip, ok := r.Context().Value(auditSkipKey{}).(*bool); ok {
+		*skip = true
+	}
+}
 
 // audited sets what the audit entry of the request names as its target,
 // and a detail (never a secret value), for handlers that know better than

@@ -86,6 +86,10 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "a git source needs \"url\"")
 			return
 		}
+		if err := source.CheckCloneURL(in.URL); err != nil {
+			writeError(w, http.StatusBadRequest, "url: "+err.Error())
+			return
+		}
 		row.Location = in.URL
 	case source.KindGitHub:
 		if !githubRepoRE.MatchString(in.Repo) {

@@ -42,6 +42,18 @@ func TestSourcesCreateListDelete(t *testing.T) {
 				want:       apiv1.Source{Name: "git.1", Kind: "git", URL: "https://example.com/hello.git"},
 			},
 			{
+				name:       "git over file://",
+				in:         apiv1.Source{Name: "git.2", Kind: "git", URL: "file://" + dir},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: "git.2", Kind: "git", URL: "file://" + dir},
+			},
+			{
+				name:       "git scp-like",
+				in:         apiv1.Source{Name: "git.3", Kind: "git", URL: "git@example.com:o/r.git"},
+				wantStatus: http.StatusCreated,
+				want:       apiv1.Source{Name: "git.3", Kind: "git", URL: "git@example.com:o/r.git"},
+			},
+			{
 				name:       "github",
 				in:         apiv1.Source{Name: "gh_1", Kind: "github", Repo: "octo-org/hello"},
 				wantStatus: http.StatusCreated,
@@ -64,6 +76,14 @@ func TestSourcesCreateListDelete(t *testing.T) {
 			{name: "local path not a repository", in: apiv1.Source{Name: "p2", Kind: "local", Path: notRepo}, wantStatus: http.StatusBadRequest, wantError: "is not a git repository"},
 			{name: "local path missing", in: apiv1.Source{Name: "p3", Kind: "local", Path: filepath.Join(notRepo, "missing")}, wantStatus: http.StatusBadRequest, wantError: "is not a git repository"},
 			{name: "git without url", in: apiv1.Source{Name: "u1", Kind: "git"}, wantStatus: http.StatusBadRequest, wantError: `a git source needs "url"`},
+			// Refused at registration by the same check that refuses them
+			// when the source is read.
+			{name: "git ext transport", in: apiv1.Source{Name: "u2", Kind: "git", URL: "ext::sh -c touch% /tmp/pwned"}, wantStatus: http.StatusBadRequest, wantError: `url: "ext::sh -c touch% /tmp/pwned": transport:: URLs are not allowed`},
+			{name: "git option", in: apiv1.Source{Name: "u3", Kind: "git", URL: "--upload-pack=touch /tmp/pwned"}, wantStatus: http.StatusBadRequest, wantError: `url: "--upload-pack=touch /tmp/pwned" starts with "-"`},
+			{name: "git plain path", in: apiv1.Source{Name: "u4", Kind: "git", URL: "/srv/repo.git"}, wantStatus: http.StatusBadRequest, wantError: `url: "/srv/repo.git" is neither a URL nor [user@]host:path`},
+			{name: "git unknown scheme", in: apiv1.Source{Name: "u5", Kind: "git", URL: "gopher://example.com/r"}, wantStatus: http.StatusBadRequest, wantError: `url: "gopher://example.com/r": scheme "gopher"`},
+			{name: "git url with a space", in: apiv1.Source{Name: "u6", Kind: "git", URL: "https://example.com/a b"}, wantStatus: http.StatusBadRequest, wantError: "holds a space or control character"},
+			{name: "git url too long", in: apiv1.Source{Name: "u7", Kind: "git", URL: "https://example.com/" + strings.Repeat("a", 5000)}, wantStatus: http.StatusBadRequest, wantError: "url: 5020 bytes, want at most 4096"},
 			{name: "github without repo", in: apiv1.Source{Name: "r1", Kind: "github"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
 			{name: "github repo without owner", in: apiv1.Source{Name: "r2", Kind: "github", Repo: "hello"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},
 			{name: "github repo too deep", in: apiv1.Source{Name: "r3", Kind: "github", Repo: "a/b/c"}, wantStatus: http.StatusBadRequest, wantError: "OWNER/NAME"},

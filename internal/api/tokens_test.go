@@ -284,20 +284,21 @@ func TestAgentTokenExpiry(t *testing.T) {
 	})
 }
 
-// TestFailedAuthenticationsAreLimited: past the limit, a client address
-// gets 429 with Retry-After on every authenticated route, even with a
-// valid token; public routes stay open.
+// TestFailedAuthenticationsAreLimited: a client address may make
+// KICI_AUTH_FAILURE_LIMIT failed authentications (default 20, as the docs
+// say), and then gets 429 with Retry-After on every authenticated route,
+// even with a valid token; public routes stay open.
 func TestFailedAuthenticationsAreLimited(t *testing.T) {
 	t.Parallel()
-	forEachEngineWith(t, func(c *orchestrator.Config) { c.AuthFailureLimit = 3 }, func(t *testing.T, h *harness) {
-		for i := range 3 {
+	forEachEngineWith(t, func(c *orchestrator.Config) { c.AuthFailureLimit = 0 }, func(t *testing.T, h *harness) {
+		for i := range orchestrator.DefaultAuthFailureLimit - 1 {
 			if resp := h.call(t, "kadm_guess", http.MethodGet, "/api/v1/runs", ""); resp.status != http.StatusUnauthorized {
 				t.Fatalf("failure %d: got %d, want 401", i+1, resp.status)
 			}
 		}
-		// The fourth failure blocks the address.
+		// The twentieth failure, the last one allowed, blocks the address.
 		if resp := h.call(t, "", http.MethodGet, "/api/v1/runs", ""); resp.status != http.StatusUnauthorized {
-			t.Fatalf("failure 4: got %d, want 401", resp.status)
+			t.Fatalf("failure %d: got %d, want 401", orchestrator.DefaultAuthFailureLimit, resp.status)
 		}
 		for _, tt := range []struct{ token, path string }{
 			{"kadm_guess", "/api/v1/runs"},
@@ -342,7 +343,7 @@ func TestFailedAuthenticationsBehindAProxy(t *testing.T) {
 				hdr := http.Header{"X-Forwarded-For": {client}, "Authorization": {"Bearer " + token}}
 				return h.do(t, http.MethodGet, "/api/v1/runs", hdr, nil).status
 			}
-			for i := range 3 {
+			for i := range 2 {
 				if got := from("203.0.113.7", "kadm_guess"); got != http.StatusUnauthorized {
 					t.Fatalf("failure %d: got %d, want 401", i+1, got)
 				}

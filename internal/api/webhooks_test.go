@@ -540,3 +540,42 @@ func TestWebhookGitHubFormEncoded(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookGitHubEveryKind: /webhooks/github/{source} takes GitHub
+// deliveries for a source of any kind, not only a github one: a local
+// source and a git source (here over file://) start the run of the push.
+func TestWebhookGitHubEveryKind(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, h *harness) {
+		dir, sha := ciRepo(t)
+		tests := []struct {
+			name string
+			src  apiv1.Source
+		}{
+			{name: "local", src: apiv1.Source{Kind: "local", Path: dir}},
+			{name: "git", src: apiv1.Source{Kind: "git", URL: "file://" + dir}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				src := tt.src
+				src.Name, src.WebhookSecret = "kind-"+tt.name, webhookSecret
+				h.mustAdmin(t, http.MethodPost, "/api/v1/sources", src, http.StatusCreated, nil)
+				body := githubPush(t, sha)
+				resp := h.deliver(t, delivery{route: "github", source: src.Name, event: "push", id: "kind-" + tt.name, body: body, signature: sign(webhookSecret, body)})
+				if resp.status != http.StatusOK {
+					t.Fatalf("got status %d (%s), want 200", resp.status, resp.body)
+				}
+				var out apiv1.TriggerResponse
+				resp.decode(t, &out)
+				runs := h.runs(t, src.Name)
+				if len(out.Runs) != 1 || len(runs) != 1 {
+					t.Fatalf("got %d runs in the answer and %d stored, want 1 and 1", len(out.Runs), len(runs))
+				}
+				if got := []string{runs[0].ID, runs[0].Ref, runs[0].SHA}; !cmp.Equal(got, []string{out.Runs[0].ID, "refs/heads/main", sha}) {
+					t.Errorf("stored run (id, ref, sha): got %q, want [%s refs/heads/main %s]", got, out.Runs[0].ID, sha)
+				}
+			})
+		}
+	})
+}

@@ -8,8 +8,8 @@ import (
 // FailureLimiterConfig tunes a FailureLimiter.
 type FailureLimiterConfig struct {
 	// MaxFailures is how many failed authentications a client address may
-	// have within Window; the next one blocks it. Zero or less disables
-	// the limiter.
+	// have within Window: the last of them blocks it, so its next request
+	// is refused. Zero or less disables the limiter.
 	MaxFailures int
 	// Window is both the counting window and how long a block lasts; 0
 	// means one minute.
@@ -85,7 +85,7 @@ func (l *FailureLimiter) Fail(addr string) bool {
 		f.count, f.windowStart = 0, now
 	}
 	f.count++
-	if f.count > l.cfg.MaxFailures && !now.Before(f.blockedUntil) {
+	if f.count >= l.cfg.MaxFailures && !now.Before(f.blockedUntil) {
 		f.blockedUntil = now.Add(l.cfg.Window)
 		f.count, f.windowStart = 0, now
 		return true

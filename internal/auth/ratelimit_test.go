@@ -11,19 +11,23 @@ func TestFailureLimiter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	l := auth.NewFailureLimiter(auth.FailureLimiterConfig{MaxFailures: 3, Window: time.Minute, Now: func() time.Time { return now }})
-	for i := range 3 {
+	for i := range 2 {
 		if l.Fail("10.0.0.1") {
 			t.Fatalf("failure %d: got blocked, want not yet", i+1)
 		}
 	}
 	if _, blocked := l.Blocked("10.0.0.1"); blocked {
-		t.Fatal("after 3 failures: got blocked, want not yet")
+		t.Fatal("after 2 failures: got blocked, want not yet")
 	}
+	// The third failure is the last one allowed: it blocks.
 	if !l.Fail("10.0.0.1") {
-		t.Fatal("failure 4: got not blocked, want this one to block")
+		t.Fatal("failure 3: got not blocked, want this one to block")
+	}
+	if _, blocked := l.Blocked("10.0.0.1"); !blocked {
+		t.Fatal("after 3 failures: got not blocked, want blocked")
 	}
 	if l.Fail("10.0.0.1") {
-		t.Error("failure 5: got a second block report, want one")
+		t.Error("failure 4: got a second block report, want one")
 	}
 	now = now.Add(20 * time.Second)
 	if wait, blocked := l.Blocked("10.0.0.1"); !blocked || wait != 40*time.Second {

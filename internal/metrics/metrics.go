@@ -25,6 +25,10 @@ type Registry struct {
 	JobsFinished *prometheus.CounterVec
 	// WebhookDeliveries counts webhook deliveries by verdict.
 	WebhookDeliveries *prometheus.CounterVec
+	// WebhookUnrecorded counts rejected webhook deliveries that were
+	// counted in WebhookDeliveries but not written to the delivery log,
+	// because their sender was over the sampling limit.
+	WebhookUnrecorded prometheus.Counter
 	// RetentionDeleted counts what retention deleted, by kind (runs,
 	// audit_entries, webhook_events).
 	RetentionDeleted *prometheus.CounterVec
@@ -64,6 +68,10 @@ func New() *Registry {
 		WebhookDeliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kici_orch_webhook_deliveries_total", Help: "Webhook deliveries received, by verdict.",
 		}, []string{"verdict"}),
+		WebhookUnrecorded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kici_orch_webhook_deliveries_unrecorded_total",
+			Help: "Rejected webhook deliveries not written to the delivery log, their sender being over the sampling limit.",
+		}),
 		RetentionDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kici_orch_retention_deleted_total", Help: "Rows deleted by retention, by kind (runs, audit_entries, webhook_events).",
 		}, []string{"kind"}),
@@ -101,7 +109,7 @@ func New() *Registry {
 		r.RetentionDeleted.WithLabelValues(kind) // exposed at 0 from the start, so a rate() sees the first deletion
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.RetentionDeleted, r.ScalerSpawnFailures, r.ScalerConfigReloads,
+		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.WebhookUnrecorded, r.RetentionDeleted, r.ScalerSpawnFailures, r.ScalerConfigReloads,
 		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds)
 	return r
 }

@@ -52,7 +52,7 @@ type Git struct {
 
 // Validate reports the first bad field.
 func (g *Git) Validate() error {
-	if err := checkCloneURL(g.URL); err != nil {
+	if err := CheckCloneURL(g.URL); err != nil {
 		return fmt.Errorf("git source: URL: %w", err)
 	}
 	if g.CacheDir == "" {
@@ -64,13 +64,20 @@ func (g *Git) Validate() error {
 	return nil
 }
 
-// checkCloneURL accepts the URL forms git clones from without running a
+// maxCloneURL bounds a clone URL, in bytes.
+const maxCloneURL = 4096
+
+// CheckCloneURL accepts the URL forms git clones from without running a
 // command: no ext:: or other "transport::" URLs, nothing that starts with
-// "-", no plain paths (use a Local, or file://).
-func checkCloneURL(raw string) error {
+// "-", no plain paths (use a Local, or file://). Registering a git source
+// (POST /api/v1/sources) and reading one (Git.Validate) both check with
+// it, so what is registered is what can be read.
+func CheckCloneURL(raw string) error {
 	switch {
 	case raw == "":
 		return errors.New("empty")
+	case len(raw) > maxCloneURL:
+		return fmt.Errorf("%d bytes, want at most %d", len(raw), maxCloneURL)
 	case raw[0] == '-':
 		return fmt.Errorf("%q starts with \"-\"", raw)
 	case strings.Contains(raw, "::"):

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MarkDelivery records that the webhook delivery deliveryID of source was
@@ -50,7 +53,11 @@ func (q *queries) PurgeExpiredDeliveries(ctx context.Context, now time.Time) (in
 	return n, nil
 }
 
-// WebhookEvent is one entry of the webhook delivery log.
+// WebhookEvent is one entry of the webhook delivery log. Every text
+// field may come from an unauthenticated sender, so RecordWebhookEvent
+// stores each one bounded (see the max* constants below), as valid UTF-8
+// with control characters replaced; the body of a delivery is never
+// stored, only its size.
 type WebhookEvent struct {
 	// ID is empty on input to mean NewID.
 	ID         string
@@ -65,14 +72,33 @@ type WebhookEvent struct {
 	Detail string
 	// RunIDs are the runs the delivery started.
 	RunIDs []string
+	// ClientAddr is the address of the client that sent the delivery.
+	ClientAddr string
+	// UserAgent is the delivery's User-Agent header.
+	UserAgent string
+	// BodyBytes is the size of the delivery's body in bytes (for a body
+	// over the limit, its Content-Length, or the limit plus one).
+	BodyBytes int64
 	// ReceivedAt is zero on input to mean now.
 	ReceivedAt time.Time
 }
 
-const webhookEventColumns = "id, source, delivery_id, kind, verdict, detail, run_ids, received_at"
+// Bounds of the text fields of a stored WebhookEvent, in bytes. A longer
+// value is cut at a character boundary and ends in "…".
+const (
+	maxEventSource     = 64
+	maxEventDeliveryID = 200
+	maxEventKind       = 64
+	maxEventDetail     = 512
+	maxEventClientAddr = 64
+	maxEventUserAgent  = 200
+	maxEventRunIDs     = 100
+)
 
-// RecordWebhookEvent appends ev to the delivery log and returns it as
-// stored.
+const webhookEventColumns = "id, source, delivery_id, kind, verdict, detail, run_ids, client_addr, user_agent, body_bytes, received_at"
+
+// RecordWebhookEvent appends ev to the delivery log, each field bounded,
+// and returns it as stored.
 func (q *queries) RecordWebhookEvent(ctx context.Context, ev WebhookEvent) (WebhookEvent, error) {
 	if ev.ID == "" {
 		ev.ID = NewID()
@@ -87,13 +113,48 @@ func (q *queries) RecordWebhookEvent(ctx context.Context, ev WebhookEvent) (Webh
 	if ev.Verdict == "" {
 		return WebhookEvent{}, errors.New("record webhook event: Verdict is empty")
 	}
+	if len(ev.RunIDs) > maxEventRunIDs {
+		ev.RunIDs = ev.RunIDs[:maxEventRunIDs]
+	}
+	ev.Source = BoundText(ev.Source, maxEventSource)
+	ev.DeliveryID = BoundText(ev.DeliveryID, maxEventDeliveryID)
+	ev.Kind = BoundText(ev.Kind, maxEventKind)
+	ev.Verdict = BoundText(ev.Verdict, maxEventKind)
+	ev.Detail = BoundText(ev.Detail, maxEventDetail)
+	ev.ClientAddr = BoundText(ev.ClientAddr, maxEventClientAddr)
+	ev.UserAgent = BoundText(ev.UserAgent, maxEventUserAgent)
+	ev.BodyBytes = max(ev.BodyBytes, 0)
 	_, err := q.exec(ctx,
-		"INSERT INTO webhook_events ("+webhookEventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-		ev.ID, ev.Source, ev.DeliveryID, ev.Kind, ev.Verdict, ev.Detail, stringsArg(ev.RunIDs), timeArg(ev.ReceivedAt))
+		"INSERT INTO webhook_events ("+webhookEventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		ev.ID, ev.Source, ev.DeliveryID, ev.Kind, ev.Verdict, ev.Detail, stringsArg(ev.RunIDs),
+		ev.ClientAddr, ev.UserAgent, ev.BodyBytes, timeArg(ev.ReceivedAt))
 	if err != nil {
 		return WebhookEvent{}, fmt.Errorf("record webhook event %q of source %q: %w", ev.DeliveryID, ev.Source, classify(err))
 	}
 	return ev, nil
+}
+
+// BoundText returns s as valid UTF-8 of at most maxBytes bytes: invalid
+// bytes and control characters (a NUL would not even fit a PostgreSQL
+// text column) become U+FFFD, and a longer value is cut at a character
+// boundary and ends in "…". maxBytes is at least 3, the size of "…".
+func BoundText(s string, maxBytes int) string {
+	const ellipsis = "…"
+	var b strings.Builder
+	cut := 0 // the length of b at the last character that leaves room for the ellipsis
+	for _, r := range s {
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			r = utf8.RuneError
+		}
+		if b.Len()+utf8.RuneLen(r) > maxBytes {
+			return b.String()[:cut] + ellipsis
+		}
+		b.WriteRune(r)
+		if b.Len() <= maxBytes-len(ellipsis) {
+			cut = b.Len()
+		}
+	}
+	return b.String()
 }
 
 // ListWebhookEvents returns the newest events of a source ("" for every
@@ -123,7 +184,7 @@ func (q *queries) ListWebhookEvents(ctx context.Context, source string, limit in
 	for rows.Next() {
 		var ev WebhookEvent
 		if err := rows.Scan(&ev.ID, &ev.Source, &ev.DeliveryID, &ev.Kind, &ev.Verdict, &ev.Detail,
-			jsonCol[[]string]{&ev.RunIDs}, timeCol{&ev.ReceivedAt}); err != nil {
+			jsonCol[[]string]{&ev.RunIDs}, &ev.ClientAddr, &ev.UserAgent, &ev.BodyBytes, timeCol{&ev.ReceivedAt}); err != nil {
 			return nil, fmt.Errorf("list webhook events: %w", err)
 		}
 		out = append(out, ev)

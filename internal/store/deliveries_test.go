@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -108,7 +109,8 @@ func TestWebhookEvents(t *testing.T) {
 		ctx := t.Context()
 		var recorded []WebhookEvent
 		for i, ev := range []WebhookEvent{
-			{Source: "repo", DeliveryID: "d1", Kind: "push", Verdict: "accepted", RunIDs: []string{"r1", "r2"}},
+			{Source: "repo", DeliveryID: "d1", Kind: "push", Verdict: "accepted", RunIDs: []string{"r1", "r2"},
+				ClientAddr: "192.0.2.7", UserAgent: "GitHub-Hookshot/abc", BodyBytes: 7012},
 			{Source: "other", DeliveryID: "d2", Kind: "ping", Verdict: "ignored", Detail: "ping"},
 			{Source: "repo", DeliveryID: "d3", Kind: "push", Verdict: "rejected_signature", ReceivedAt: testNow.Add(time.Hour)},
 		} {
@@ -148,4 +150,84 @@ func TestWebhookEvents(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestWebhookEventIsBounded: whatever a sender puts in the headers and
+// the path, a stored event's text fields stay within their bounds, as
+// valid UTF-8 without control characters, on both engines.
+func TestWebhookEventIsBounded(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		huge := strings.Repeat("x", 900<<10)
+		got, err := db.RecordWebhookEvent(ctx, WebhookEvent{
+			Source: huge, DeliveryID: huge, Kind: huge, Verdict: "rejected_signature", Detail: huge,
+			ClientAddr: huge, UserAgent: "ua\x00\xff\x1b[2J" + huge, BodyBytes: -5,
+			RunIDs: strings.Split(strings.Repeat("r,", 500), ","),
+		})
+		if err != nil {
+			t.Fatalf("record: %v", err)
+		}
+		list, err := db.ListWebhookEvents(ctx, "", 10)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("list: got %d events (%v), want 1", len(list), err)
+		}
+		if diff := cmp.Diff(got, list[0]); diff != "" {
+			t.Errorf("returned event differs from the stored one (-returned +stored):\n%s", diff)
+		}
+		stored := list[0]
+		for _, f := range []struct {
+			name  string
+			value string
+			max   int
+		}{
+			{"source", stored.Source, maxEventSource},
+			{"delivery id", stored.DeliveryID, maxEventDeliveryID},
+			{"kind", stored.Kind, maxEventKind},
+			{"detail", stored.Detail, maxEventDetail},
+			{"client address", stored.ClientAddr, maxEventClientAddr},
+			{"user agent", stored.UserAgent, maxEventUserAgent},
+		} {
+			if len(f.value) > f.max || !strings.HasSuffix(f.value, "…") {
+				t.Errorf("%s: got %d bytes ending %q, want at most %d ending in …", f.name, len(f.value), f.value[max(0, len(f.value)-8):], f.max)
+			}
+		}
+		if want := "ua\uFFFD\uFFFD\uFFFD[2Jx"; !strings.HasPrefix(stored.UserAgent, want) {
+			t.Errorf("user agent: got %.12q…, want it to start %q", stored.UserAgent, want)
+		}
+		if stored.BodyBytes != 0 || len(stored.RunIDs) != maxEventRunIDs {
+			t.Errorf("got body bytes %d and %d run ids, want 0 and %d", stored.BodyBytes, len(stored.RunIDs), maxEventRunIDs)
+		}
+	})
+}
+
+func TestBoundText(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		max  int
+		want string
+	}{
+		{name: "short", in: "push", max: 10, want: "push"},
+		{name: "exactly the bound", in: "0123456789", max: 10, want: "0123456789"},
+		{name: "one over", in: "0123456789a", max: 10, want: "0123456…"},
+		{name: "cut at a character boundary", in: "ééééééé", max: 10, want: "ééé…"},
+		{name: "control characters", in: "a\tb\x00c\x7f", max: 20, want: "a\uFFFDb\uFFFDc\uFFFD"},
+		{name: "invalid utf-8", in: "a\xffb", max: 20, want: "a\uFFFDb"},
+		{name: "replacement makes it too long", in: "\xff\xff\xff\xff", max: 10, want: "\uFFFD\uFFFD…"},
+		{name: "empty", in: "", max: 10, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := BoundText(tt.in, tt.max)
+			if got != tt.want {
+				t.Errorf("BoundText(%q, %d): got %q, want %q", tt.in, tt.max, got, tt.want)
+			}
+			if len(got) > tt.max {
+				t.Errorf("BoundText(%q, %d): got %d bytes, want at most %d", tt.in, tt.max, len(got), tt.max)
+			}
+		})
+	}
 }
