@@ -28,7 +28,7 @@ type fileParser struct {
 	// workflow may have.
 	maxJobs int
 	errs    ErrorList
-	cfg  *conf.Config // built on first use by exprConfig
+	cfg     *conf.Config // built on first use by exprConfig
 }
 
 func (p *fileParser) exprConfig() *conf.Config {
