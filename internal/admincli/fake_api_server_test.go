@@ -518,10 +518,13 @@ func (f *fakeAPI) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// queue serves the queue one entry per page, whatever the limit, so that
+// the CLI must follow next_cursor to see it all; the cursor is the index
+// of the next entry.
 func (f *fakeAPI) queue(w http.ResponseWriter, r *http.Request) {
-	q := apiv1.Queue{Jobs: []apiv1.QueueEntry{}}
+	var all []apiv1.QueueEntry
 	if !f.empty {
-		q.Jobs = []apiv1.QueueEntry{
+		all = []apiv1.QueueEntry{
 			{
 				JobID: "j-40", RunID: "r-105", Job: "build", Labels: []string{"linux", "gpu"}, Status: "queued",
 				Enqueued: before(3 * time.Minute), WhyPending: `no connected agent has label "gpu"; no scaler offers it`,
@@ -531,6 +534,26 @@ func (f *fakeAPI) queue(w http.ResponseWriter, r *http.Request) {
 				AgentID: "agent-1", Attempts: 2, Enqueued: before(40 * time.Second), WhyPending: "waiting for agent-1 to accept",
 			},
 		}
+	}
+	if n, err := strconv.Atoi(r.URL.Query().Get("limit")); err != nil || n < 1 || n > 1000 {
+		writeJSONStatus(w, http.StatusBadRequest, apiv1.Error{Error: fmt.Sprintf("limit %q: want 1 to 1000", r.URL.Query().Get("limit"))})
+		return
+	}
+	at := 0
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 || n >= len(all) {
+			writeJSONStatus(w, http.StatusBadRequest, apiv1.Error{Error: fmt.Sprintf("cursor %q: not a next_cursor of this listing", c)})
+			return
+		}
+		at = n
+	}
+	q := apiv1.Queue{Jobs: []apiv1.QueueEntry{}}
+	if at < len(all) {
+		q.Jobs = all[at : at+1]
+	}
+	if at+1 < len(all) {
+		q.NextCursor = strconv.Itoa(at + 1)
 	}
 	writeJSONStatus(w, http.StatusOK, q)
 }

@@ -261,9 +261,9 @@ func TestQueue(t *testing.T) {
 		}
 		// test waits for build, so it is not in the queue.
 		want := map[string]entry{
-			"build": {JobID: jobIDs["build"], RunID: runID, Status: "pending", Labels: []string{"linux"},
+			"build": {JobID: jobIDs["build"], RunID: runID, Status: "queued", Labels: []string{"linux"},
 				WhyPending: "no connected agent has all of the labels [linux]"},
-			"lint": {JobID: jobIDs["lint"], RunID: runID, Status: "pending", Labels: []string{"linux", "docker"},
+			"lint": {JobID: jobIDs["lint"], RunID: runID, Status: "queued", Labels: []string{"linux", "docker"},
 				WhyPending: "no connected agent has all of the labels [linux docker]"},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {

@@ -172,9 +172,12 @@ type QueueEntry struct {
 	WhyPending string `json:"why_pending"`
 }
 
-// Queue is GET /api/v1/queue.
+// Queue is a page of GET /api/v1/queue?limit=&cursor=, oldest first.
 type Queue struct {
 	Jobs []QueueEntry `json:"jobs"`
+	// NextCursor, passed as ?cursor=, reads the page after this one; empty
+	// on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // Agent is one element of GET /api/v1/agents.

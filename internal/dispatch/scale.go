@@ -139,13 +139,10 @@ func (d *Dispatcher) scaleQueued(ctx context.Context) {
 			d.scaled[r.JobID] = ScaleStatus{ScaleResult: res, At: d.cfg.Now()}
 		}
 		d.mu.Unlock()
-		if res.Action == scaler.ActionSkipped && res.Scaler != "" && (!had || prev.Action != res.Action) {
-			// A job that times out while its scaler is deferred fails with
-			// the reason, not a bare "queue timeout".
-			if _, err := d.db.SetProvisioningError(ctx, r.JobID, res.Reason); err != nil {
-				d.log.Warn("record provisioning error failed", "job_id", r.JobID, "error", err)
-			}
-		}
+		// A deferral is the scaler's state, not the job's: the job's
+		// provisioning error is only ever what a scaler.failed event bound
+		// to it said (the scaler sink records that). The queue shows the
+		// deferral from d.scaled while the job waits.
 		if res.Action == scaler.ActionSpawning && (!had || prev.AgentID != res.AgentID) {
 			d.log.Info("agent requested from scaler", "job_id", r.JobID, "run_id", r.RunID, "scaler", res.Scaler, "agent_id", res.AgentID)
 		}

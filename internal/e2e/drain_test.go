@@ -67,3 +67,51 @@ jobs:
 		o.api(t, "DELETE", "/api/v1/agents/host-1/drain", nil, nil, http.StatusNotFound)
 	})
 }
+
+// TestDrainedAgentNamedWithAScaler: with an auto-scaler configured, a job
+// that only a drained agent fits is offered to the scaler, and why_pending
+// still names the drained agent beside the scaler's answer.
+func TestDrainedAgentNamedWithAScaler(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, dbURL string) {
+		cfg := writeScalers(t, `
+version: 1
+scalers:
+  - name: elsewhere
+    type: bare-metal
+    maxAgents: 1
+    labelSets:
+      - labels: [linux, other]
+        binaryPath: /nonexistent/kici-agent
+`)
+		o := startOrchestrator(t, dbURL, "KICI_SCALER_CONFIG_PATH="+cfg)
+		o.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {}}
+jobs:
+  build:
+    runs-on: [maint]
+    steps: [{run: "echo built"}]
+`})
+		o.api(t, "POST", "/api/v1/agents/host-1/drain", apiv1.AgentDrainRequest{Reason: "kernel update"}, nil, http.StatusOK)
+		startAgent(t, o, "", "host-1", []string{"maint"})
+		waitFor(t, 20*time.Second, "host-1 connected and draining", func() bool {
+			var list apiv1.AgentList
+			o.api(t, "GET", "/api/v1/agents", nil, &list, http.StatusOK)
+			return len(list.Agents) == 1 && list.Agents[0].Draining
+		})
+		o.push(t)
+		var why string
+		waitFor(t, 20*time.Second, "the scaler's answer for the job", func() bool {
+			var q apiv1.Queue
+			o.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
+			if len(q.Jobs) != 1 {
+				return false
+			}
+			why = q.Jobs[0].WhyPending
+			return strings.Contains(why, "no scaler matches")
+		})
+		if !strings.Contains(why, "drained: host-1") {
+			t.Errorf("got why_pending %q, want it to name the drained agent host-1", why)
+		}
+	})
+}

@@ -37,6 +37,7 @@ const envHelp = `Environment (defaults in brackets):
   KICI_RETENTION_SWEEP_INTERVAL_MS   how often retention runs [3600000]
   KICI_TRUSTED_PROXIES           reverse proxies (IPs, CIDRs) whose X-Forwarded-For names the client [none]
   KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [8]
+  KICI_MAX_JOBS_PER_RUN          most jobs one run may have, matrix included; a workflow over it starts no run [1000]
   KICI_GITHUB_TOKEN, KICI_GITHUB_API_URL   credentials and API base of github sources
   KICI_LOG_LEVEL, KICI_LOG_FORMAT          debug|info|warn|error [info]; text|json [text on a TTY, else json]`
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agnivade/levenshtein"
 	"github.com/kici-dev/kici/internal/secrets"
+	"github.com/kici-dev/kici/internal/workflow"
 )
 
 // Config is everything the orchestrator reads from its environment. The
@@ -68,6 +69,10 @@ type Config struct {
 	DefaultJobTimeout time.Duration
 	// CancelGrace is the time between SIGTERM and SIGKILL on a cancel.
 	CancelGrace time.Duration
+	// MaxJobsPerRun is the most jobs one run may have, matrix expansions
+	// included; a workflow over it starts no run. 0 means
+	// workflow.DefaultMaxJobsPerRun (1000).
+	MaxJobsPerRun int
 	// ScalerConfigPath is scalers.yaml; empty means no auto-scaler.
 	ScalerConfigPath string
 	// LogLevel and LogFormat configure the orchestrator's own log.
@@ -99,7 +104,7 @@ var knownVars = []string{
 	"KICI_QUEUE_SWEEP_INTERVAL_MS", "KICI_DISPATCH_ACK_TIMEOUT_MS", "KICI_AGENT_RECOVERY_WINDOW_MS",
 	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
 	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
-	"KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
+	"KICI_MAX_JOBS_PER_RUN", "KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
 	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
@@ -185,6 +190,14 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 			errs = append(errs, fmt.Errorf("KICI_ARCHIVE_CACHE_ENTRIES=%q: want a whole number >= 0 (0 = no cache)", v))
 		}
 		c.ArchiveCacheEntries = n
+	}
+	c.MaxJobsPerRun = workflow.DefaultMaxJobsPerRun
+	if v := getenv("KICI_MAX_JOBS_PER_RUN"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("KICI_MAX_JOBS_PER_RUN=%q: want a whole number >= 1", v))
+		}
+		c.MaxJobsPerRun = n
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err

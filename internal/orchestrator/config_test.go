@@ -63,6 +63,18 @@ func TestConfigFromEnv(t *testing.T) {
 		}},
 		{name: "bad retention", env: map[string]string{"KICI_RUN_RETENTION_DAYS": "30d"}, wantErr: `KICI_RUN_RETENTION_DAYS="30d": want a whole number of days`},
 		{name: "negative archive cache", env: map[string]string{"KICI_ARCHIVE_CACHE_ENTRIES": "-3"}, wantErr: `KICI_ARCHIVE_CACHE_ENTRIES="-3"`},
+		{name: "jobs per run default", env: map[string]string{}, check: func(t *testing.T, c Config) {
+			if c.MaxJobsPerRun != 1000 {
+				t.Errorf("got MaxJobsPerRun %d, want 1000", c.MaxJobsPerRun)
+			}
+		}},
+		{name: "jobs per run", env: map[string]string{"KICI_MAX_JOBS_PER_RUN": "50"}, check: func(t *testing.T, c Config) {
+			if c.MaxJobsPerRun != 50 {
+				t.Errorf("got MaxJobsPerRun %d, want 50", c.MaxJobsPerRun)
+			}
+		}},
+		{name: "zero jobs per run", env: map[string]string{"KICI_MAX_JOBS_PER_RUN": "0"}, wantErr: `KICI_MAX_JOBS_PER_RUN="0": want a whole number >= 1`},
+		{name: "bad jobs per run", env: map[string]string{"KICI_MAX_JOBS_PER_RUN": "lots"}, wantErr: `KICI_MAX_JOBS_PER_RUN="lots": want a whole number >= 1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

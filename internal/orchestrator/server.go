@@ -112,7 +112,7 @@ func (s *Server) build(ctx context.Context) error {
 		return out, err
 	})
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics}, disp)
-	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL")})
+	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL"), MaxJobsPerRun: s.cfg.MaxJobsPerRun})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
 		RecoveryWindow:     s.cfg.AgentRecoveryWindow,

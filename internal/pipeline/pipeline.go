@@ -52,6 +52,10 @@ type Config struct {
 	// GitHubToken and GitHubAPIURL configure github sources.
 	GitHubToken  string
 	GitHubAPIURL string
+	// MaxJobsPerRun is the most jobs a run may have, matrix expansions
+	// included (KICI_MAX_JOBS_PER_RUN); 0 means
+	// workflow.DefaultMaxJobsPerRun. A workflow over it starts no run.
+	MaxJobsPerRun int
 }
 
 // SourceStore reads registered sources.
@@ -174,6 +178,9 @@ func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Ev
 // YAML compiled here.
 func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (*workflow.Plan, error) {
 	files, lock, err := src.Workflows(ctx, sha)
+	if errors.Is(err, workflow.ErrTooManyFiles) {
+		return nil, &WorkflowError{SHA: sha, Err: err}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read workflows at %s: %w", short(sha), err)
 	}
@@ -182,12 +189,22 @@ func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (*wo
 		if err != nil {
 			return nil, &WorkflowError{SHA: sha, Err: err}
 		}
+		// A lock file was compiled elsewhere, under whatever limit.
+		var errs []error
+		for i := range plan.Workflows {
+			if err := workflow.CheckJobCount(&plan.Workflows[i], p.cfg.MaxJobsPerRun); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", workflow.LockPath, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, &WorkflowError{SHA: sha, Err: err}
+		}
 		return plan, nil
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: %w", short(sha), ErrNoWorkflows)
 	}
-	plan, err := workflow.Compile(files)
+	plan, err := workflow.CompileWith(files, workflow.Options{MaxJobsPerRun: p.cfg.MaxJobsPerRun})
 	if err != nil {
 		return nil, &WorkflowError{SHA: sha, Err: err}
 	}

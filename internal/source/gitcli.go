@@ -245,6 +245,15 @@ func (r *repo) workflows(ctx context.Context, sha string) ([]workflow.File, []by
 		}
 		wanted = append(wanted, e)
 	}
+	count := 0
+	for _, e := range wanted {
+		if e.path != workflow.LockPath {
+			count++
+		}
+	}
+	if err := workflow.CheckFileCount(count); err != nil {
+		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)
+	}
 	blobs, err := r.catBlobs(ctx, wanted)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)

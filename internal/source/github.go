@@ -361,6 +361,15 @@ func (g *GitHub) Workflows(ctx context.Context, sha string) ([]workflow.File, []
 			return nil, nil, fmt.Errorf("fetch %s of github repo %q: decode the listing: %w", what, g.Repo, err)
 		}
 	}
+	count := 0
+	for _, e := range listing {
+		if e.Type == "file" && workflow.IsWorkflowFile(e.Path) {
+			count++
+		}
+	}
+	if err := workflow.CheckFileCount(count); err != nil {
+		return nil, nil, fmt.Errorf("fetch %s of github repo %q: %w", what, g.Repo, err)
+	}
 	files := []workflow.File{}
 	for _, e := range listing {
 		if e.Type != "file" || !workflow.IsWorkflowFile(e.Path) {

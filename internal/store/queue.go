@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -123,6 +124,67 @@ func (q *queries) GetQueueEntry(ctx context.Context, jobID string) (QueueEntry, 
 // ListQueue returns every queue row, oldest first.
 func (q *queries) ListQueue(ctx context.Context) ([]QueueEntry, error) {
 	return q.listQueue(ctx, "list queue", "1 = 1")
+}
+
+// QueueListEntry is a queue row with the name of its job, for listings.
+type QueueListEntry struct {
+	QueueEntry
+	JobName string
+}
+
+// QueueCursor is where a page of ListQueuePage starts: just after the row
+// of job JobID, enqueued at EnqueuedAt (the last row of the page before).
+type QueueCursor struct {
+	EnqueuedAt time.Time
+	JobID      string
+}
+
+// ListQueuePage returns up to limit queue rows after cursor (nil: from the
+// first), oldest first (by enqueue time, then job id), each with its job's
+// name, in one query. A row enqueued after a page was read, or requeued,
+// keeps its place: the order is by enqueue time, which does not change.
+func (q *queries) ListQueuePage(ctx context.Context, after *QueueCursor, limit int) ([]QueueListEntry, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("list queue page: limit %d: want at least 1", limit)
+	}
+	where, args := "1 = 1", []any{}
+	if after != nil {
+		where = "(q.enqueued_at > ? OR (q.enqueued_at = ? AND q.job_id > ?))"
+		args = append(args, timeArg(after.EnqueuedAt), timeArg(after.EnqueuedAt), after.JobID)
+	}
+	args = append(args, limit)
+	rows, err := q.query(ctx,
+		"SELECT "+prefixed("q.", queueColumns)+", j.name FROM dispatch_queue q JOIN jobs j ON j.id = q.job_id"+
+			" WHERE "+where+" ORDER BY q.enqueued_at, q.job_id LIMIT ?", args...)
+	if err != nil {
+		return nil, fmt.Errorf("list queue page: %w", err)
+	}
+	defer rows.Close()
+	out := make([]QueueListEntry, 0, min(limit, 1024))
+	for rows.Next() {
+		var e QueueListEntry
+		err := rows.Scan(&e.JobID, &e.RunID, jsonCol[[]string]{&e.Labels}, &e.Status, stringCol{&e.AgentID},
+			&e.DispatchAttempts, timeCol{&e.EnqueuedAt}, nullTimeCol{&e.ExpiresAt}, nullTimeCol{&e.AckDeadline},
+			stringCol{&e.RecoveryAgentID}, nullTimeCol{&e.RecoveryDeadline}, stringCol{&e.LastProvisioningError},
+			stringCol{&e.LastRequeueReason}, timeCol{&e.UpdatedAt}, &e.JobName)
+		if err != nil {
+			return nil, fmt.Errorf("list queue page: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list queue page: %w", err)
+	}
+	return out, nil
+}
+
+// prefixed puts prefix before every name of a comma-separated column list.
+func prefixed(prefix, columns string) string {
+	names := strings.Split(columns, ", ")
+	for i, n := range names {
+		names[i] = prefix + n
+	}
+	return strings.Join(names, ", ")
 }
 
 // ClaimForAgent atomically takes the oldest pending, unexpired row whose

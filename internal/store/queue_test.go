@@ -452,3 +452,75 @@ func jobIDs(entries []QueueEntry) []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// TestListQueuePage reads the queue in pages of every size: the pages
+// together are the whole queue in ListQueue's order, each row with its
+// job's name, including rows that share an enqueue time.
+func TestListQueuePage(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		labels := make([][]string, 7)
+		for i := range labels {
+			labels[i] = []string{"linux"}
+		}
+		runID, ids := seedJobs(t, db, labels...)
+		for _, i := range []int{3, 0, 6, 1, 5, 2, 4} {
+			enqueue(t, db, runID, ids[i], []string{"linux"}, nil)
+		}
+		// Two pairs enqueued at the same instant: job id breaks the tie.
+		same := testNow.Add(time.Hour)
+		for _, id := range []string{ids[0], ids[6], ids[2], ids[4]} {
+			if _, err := db.exec(ctx, "UPDATE dispatch_queue SET enqueued_at = ? WHERE job_id = ?", timeArg(same), id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		all, err := db.ListQueue(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names := map[string]string{}
+		run, err := db.GetRun(ctx, runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range run.Jobs {
+			names[j.ID] = j.Name
+		}
+		for _, limit := range []int{1, 2, 3, 7, 100} {
+			t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+				var got []QueueEntry
+				var after *QueueCursor
+				for pages := 0; ; pages++ {
+					if pages > len(all) {
+						t.Fatalf("more than %d pages", len(all))
+					}
+					page, err := db.ListQueuePage(ctx, after, limit)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(page) > limit {
+						t.Fatalf("got a page of %d rows, want at most %d", len(page), limit)
+					}
+					for _, e := range page {
+						if e.JobName != names[e.JobID] {
+							t.Errorf("job %s: got name %q, want %q", e.JobID, e.JobName, names[e.JobID])
+						}
+						got = append(got, e.QueueEntry)
+					}
+					if len(page) < limit {
+						break
+					}
+					last := page[len(page)-1]
+					after = &QueueCursor{EnqueuedAt: last.EnqueuedAt, JobID: last.JobID}
+				}
+				if diff := cmp.Diff(all, got); diff != "" {
+					t.Errorf("pages differ from the whole queue (-want +got):\n%s", diff)
+				}
+			})
+		}
+		if _, err := db.ListQueuePage(ctx, nil, 0); err == nil {
+			t.Errorf("limit 0: got no error, want one")
+		}
+	})
+}

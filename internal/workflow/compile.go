@@ -48,12 +48,24 @@ func CompileDir(dir string) (*Plan, error) {
 		return nil, fmt.Errorf("read workflows: %w", err)
 	}
 	var files []File
+	count := 0
+	for _, e := range entries {
+		if rel := WorkflowsDir + "/" + e.Name(); !e.IsDir() && IsWorkflowFile(rel) {
+			count++
+		}
+	}
+	if err := CheckFileCount(count); err != nil {
+		return nil, fmt.Errorf("%s: %w", wdir, err)
+	}
 	for _, e := range entries {
 		rel := WorkflowsDir + "/" + e.Name()
 		if e.IsDir() || !IsWorkflowFile(rel) {
 			continue
 		}
 		full := filepath.Join(wdir, e.Name())
+		if info, err := e.Info(); err == nil && info.Size() > maxFileBytes {
+			return nil, fmt.Errorf("%s: file is %d bytes, over the limit of %d", full, info.Size(), maxFileBytes)
+		}
 		data, err := os.ReadFile(full)
 		if err != nil {
 			return nil, fmt.Errorf("read workflow: %w", err)
@@ -66,10 +78,65 @@ func CompileDir(dir string) (*Plan, error) {
 	return Compile(files)
 }
 
-// Compile checks and compiles workflow files into a plan. On any problem
-// it returns a nil plan and an ErrorList holding every problem of every
-// file.
+// DefaultMaxJobsPerRun is the most jobs one workflow may have, its
+// matrix expansions included, unless Options say otherwise; it is the
+// default of the orchestrator's KICI_MAX_JOBS_PER_RUN.
+const DefaultMaxJobsPerRun = 1000
+
+// MaxFiles is the most workflow files a repository may hold in
+// WorkflowsDir. Every push reads and compiles all of them.
+const MaxFiles = 100
+
+// ErrTooManyFiles is returned (wrapped, with the count) for a repository
+// of more than MaxFiles workflow files.
+var ErrTooManyFiles = fmt.Errorf("more than %d workflow files in %s", MaxFiles, WorkflowsDir)
+
+// Options tune Compile. The zero value is the defaults.
+type Options struct {
+	// MaxJobsPerRun is the most jobs one workflow may expand to, matrix
+	// included; 0 means DefaultMaxJobsPerRun.
+	MaxJobsPerRun int
+}
+
+func (o Options) maxJobs() int {
+	if o.MaxJobsPerRun <= 0 {
+		return DefaultMaxJobsPerRun
+	}
+	return o.MaxJobsPerRun
+}
+
+// CheckFileCount refuses a repository of more than MaxFiles workflow files.
+func CheckFileCount(n int) error {
+	if n > MaxFiles {
+		return fmt.Errorf("%d files: %w", n, ErrTooManyFiles)
+	}
+	return nil
+}
+
+// CheckJobCount refuses a workflow of more than max jobs (0 means
+// DefaultMaxJobsPerRun), for plans that did not come out of Compile with
+// the same limit: a committed lock file, a rerun.
+func CheckJobCount(wf *Workflow, max int) error {
+	limit := Options{MaxJobsPerRun: max}.maxJobs()
+	if len(wf.Jobs) > limit {
+		return fmt.Errorf("workflow %q has %d jobs, over the limit of %d jobs per run", wf.Name, len(wf.Jobs), limit)
+	}
+	return nil
+}
+
+// Compile checks and compiles workflow files into a plan with the default
+// Options. On any problem it returns a nil plan and an ErrorList holding
+// every problem of every file.
 func Compile(files []File) (*Plan, error) {
+	return CompileWith(files, Options{})
+}
+
+// CompileWith is Compile with opts. More than MaxFiles files give an
+// error wrapping ErrTooManyFiles, before any file is read.
+func CompileWith(files []File, opts Options) (*Plan, error) {
+	if err := CheckFileCount(len(files)); err != nil {
+		return nil, err
+	}
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
 	plan := &Plan{SchemaVersion: SchemaVersion, Workflows: []Workflow{}}
@@ -80,7 +147,7 @@ func Compile(files []File) (*Plan, error) {
 		if display == "" {
 			display = f.Path
 		}
-		p := &fileParser{file: display}
+		p := &fileParser{file: display, maxJobs: opts.maxJobs()}
 		base := strings.TrimSuffix(path.Base(f.Path), path.Ext(f.Path))
 		raw := p.parseFile(f.Data, base)
 		var wf *Workflow
@@ -152,8 +219,14 @@ func (p *fileParser) build(raw *rawWorkflow, f File) *Workflow {
 
 	// Expand every job first: needs refer to the upstream's expansions.
 	combos := map[string][]map[string]string{}
+	total := 0
 	for _, j := range raw.jobs {
 		combos[j.name] = p.expandMatrix(j)
+		total += len(combos[j.name])
+	}
+	if total > p.maxJobs {
+		p.errorf(raw.jobsN, "workflow %q expands to %d jobs (matrix included), over the limit of %d jobs per run", raw.name, total, p.maxJobs)
+		return wf
 	}
 	for _, j := range raw.jobs {
 		wf.Jobs = append(wf.Jobs, p.buildJob(j, combos, wfEnv, raw)...)

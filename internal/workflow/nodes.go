@@ -24,8 +24,11 @@ const maxDuration = 7 * 24 * time.Hour
 // it meets instead of stopping at the first.
 type fileParser struct {
 	file string
-	errs ErrorList
-	cfg  *conf.Config // built on first use by exprConfig
+	// maxJobs is the most jobs, matrix expansions included, the file's
+	// workflow may have.
+	maxJobs int
+	errs    ErrorList
+	cfg     *conf.Config // built on first use by exprConfig
 }
 
 func (p *fileParser) exprConfig() *conf.Config {

@@ -20,6 +20,10 @@ type rawWorkflow struct {
 	inputs map[string]bool
 	env    []envEntry
 	jobs   []*rawJob
+	// jobCount is how many jobs the file declares, and jobsN its "jobs"
+	// node; past the limit the jobs are not read.
+	jobCount int
+	jobsN    *yaml.Node
 }
 
 type envEntry struct {
@@ -101,6 +105,9 @@ func (p *fileParser) parseFile(src []byte, defaultName string) *rawWorkflow {
 		p.errorf(nil, "file is empty: a workflow needs \"on\" and \"jobs\"")
 		return nil
 	}
+	if !p.checkAliases(&doc) {
+		return nil
+	}
 	root := resolve(doc.Content[0])
 	pairs, ok := p.mapping(root, "workflow")
 	if !ok {
@@ -133,6 +140,10 @@ func (p *fileParser) parseFile(src []byte, defaultName string) *rawWorkflow {
 	}
 	if !haveJobs {
 		p.errorf(root, "missing \"jobs\": a workflow needs at least one job")
+	}
+	if wf.jobCount > p.maxJobs {
+		p.errorf(wf.jobsN, "workflow %q has %d jobs, over the limit of %d jobs per run", wf.name, wf.jobCount, p.maxJobs)
+		return nil
 	}
 	return wf
 }
@@ -417,6 +428,10 @@ func (p *fileParser) parseJobs(n *yaml.Node, wf *rawWorkflow) {
 	}
 	if len(pairs) == 0 {
 		p.errorf(n, "jobs: a workflow needs at least one job")
+	}
+	wf.jobCount, wf.jobsN = len(pairs), n
+	if len(pairs) > p.maxJobs {
+		return // parseFile reports it, with the workflow's name
 	}
 	for _, kv := range pairs {
 		if !nameRE.MatchString(kv.key) || len(kv.key) > maxNameLen {
