@@ -450,12 +450,14 @@ func TestResumeAbandons(t *testing.T) {
 	pid := readPID(t, pidFile)
 	f.disown("a1")
 	f.dropConn()
-	f.waitFor("a second registration", func() bool { return f.conns == 2 })
+	// A loaded machine may miss a 50 ms heartbeat and reconnect once more:
+	// every connection after the first counts.
+	f.waitFor("a second registration", func() bool { return f.conns >= 2 })
 	waitGone(t, pid)
 	// After the kill, the next heartbeat lists no job.
 	f.waitFor("an idle heartbeat on the new connection", func() bool {
 		for _, r := range f.received {
-			if hb, ok := r.msg.(*protocol.Heartbeat); ok && r.conn == 2 && len(hb.Busy) == 0 {
+			if hb, ok := r.msg.(*protocol.Heartbeat); ok && r.conn >= 2 && len(hb.Busy) == 0 {
 				return true
 			}
 		}
@@ -464,7 +466,7 @@ func TestResumeAbandons(t *testing.T) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, r := range f.received {
-		if js, ok := r.msg.(protocol.JobScoped); ok && r.conn == 2 {
+		if js, ok := r.msg.(protocol.JobScoped); ok && r.conn >= 2 {
 			t.Errorf("after the resume: got %s for an abandoned job, want nothing", js.Type())
 		}
 	}

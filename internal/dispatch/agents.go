@@ -186,10 +186,13 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 		if a.managed {
 			// Its compute is destroyed below: it will not come back, so
 			// waiting out the recovery window would only delay the verdict.
-			// A job it never reported running goes back to the queue.
-			if job, err := d.db.GetJobHead(ctx, jobID); err == nil && job.Status == store.JobDispatched && entry.AgentID == a.ID {
+			// A job it never acknowledged goes back to the queue. One it
+			// acknowledged may have started a step (every message the agent
+			// sent before it died was applied before this runs), so it is
+			// not run again: it fails as lost.
+			if job, err := d.db.GetJobHead(ctx, jobID); err == nil && job.Status == store.JobDispatched && entry.AgentID == a.ID && entry.AckDeadline != nil {
 				d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID,
-					Reason: fmt.Sprintf("scaler agent %s disconnected before it started the job", a.ID)}, job.Attempt)
+					Reason: fmt.Sprintf("scaler agent %s disconnected before it acknowledged the job", a.ID)}, job.Attempt)
 			} else {
 				d.endJobByID(ctx, jobID, store.JobFailure, fmt.Sprintf(
 					"agent lost: scaler agent %s disconnected mid-job; scaler agents are single-use, so its compute was destroyed", a.ID))
