@@ -19,3 +19,8 @@ func ExtractTarGz(r io.Reader, dir string, maxBytes int64) (entries int, bytes i
 
 // SplitWords is splitWords.
 var SplitWords = splitWords
+
+// MaskForTest returns the function that masks one line for these values.
+func MaskForTest(values ...string) func(string) string {
+	return newMasker(values...).apply
+}
