@@ -145,11 +145,11 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			},
 			"GET /api/v1/secrets": static("/api/v1/secrets", "", http.StatusOK),
 			"PUT /api/v1/secrets/{name}": func(t *testing.T) (string, string, int) {
-				return "/api/v1/secrets/" + unique("NEW_"), `{"value": "v"}`, http.StatusCreated
+				return "/api/v1/secrets/" + unique("NEW_"), `{"value": "v123"}`, http.StatusCreated
 			},
 			"DELETE /api/v1/secrets/{name}": func(t *testing.T) (string, string, int) {
 				name := unique("DOOMED_")
-				h.mustAdmin(t, http.MethodPut, "/api/v1/secrets/"+name, `{"value": "v"}`, http.StatusCreated, nil)
+				h.mustAdmin(t, http.MethodPut, "/api/v1/secrets/"+name, `{"value": "v123"}`, http.StatusCreated, nil)
 				return "/api/v1/secrets/" + name, "", http.StatusOK
 			},
 			"POST /api/v1/secrets/rotate-key": func(t *testing.T) (string, string, int) {
