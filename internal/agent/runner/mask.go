@@ -258,7 +258,7 @@ func (m *masker) safeCut(b []byte, limit int) int {
 		for _, v := range views {
 			// The visible bytes before the cut are text[:vcut].
 			vcut, _ := slices.BinarySearch(v.idx, cut)
-			if p := straddle(v.text, vcut, m.shown); p > 0 && v.idx[p] < cut {
+			if p := straddle(v.text, vcut, m.shown); p >= 0 && v.idx[p] > 0 && v.idx[p] < cut {
 				cut, moved = v.idx[p], true
 			}
 			for _, q := range v.seqs {

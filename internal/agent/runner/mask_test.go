@@ -91,6 +91,11 @@ func TestOutputMasksAcrossCuts(t *testing.T) {
 		{name: "ANSI reset inside, across the cut", writes: []string{pad + "hun\x1b[0mter2!pw tail\n"}},
 		{name: "CR inside, across the cut and two writes", writes: []string{pad + "hunt", "er\r2!pw tail\n"}},
 		{name: "the cut inside the sequence", writes: []string{pad[2:] + "hun\x1b[0;1;31;42mter2!pw tail\n"}},
+		{
+			// The secret is the first text the line shows.
+			name:   "after 64 KiB of colour codes, CR inside, across the cut",
+			writes: []string{strings.Repeat("\x1b[0m", (runner.MaxLineBytes-4)/4) + "hun\rter2!pw tail\n"},
+		},
 		{name: "base64 across the cut", writes: []string{pad + base64.StdEncoding.EncodeToString([]byte("x"+secret)) + " tail\n"}},
 	}
 	for _, tc := range tests {
