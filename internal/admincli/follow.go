@@ -47,8 +47,9 @@ func terminalRun(status string) bool {
 }
 
 // runFollower prints the live progress of runs from their event streams:
-// status changes as "JOB: STATUS" and log lines as "JOB | TEXT". It may
-// follow several runs at once; each line is written whole.
+// status changes as "JOB: STATUS" and log lines as "JOB | TEXT", with
+// control characters escaped (see escapeControls). It may follow several
+// runs at once; each line is written whole.
 type runFollower struct {
 	c              *client
 	out            io.Writer
@@ -91,9 +92,9 @@ func reportOutcome(w io.Writer, runs []apiv1.Run, followErr error) error {
 			ok = false
 			continue
 		}
-		fmt.Fprintf(w, "run %s %s\n", r.ID, r.Status)
+		printLine(w, false, "run %s %s", r.ID, r.Status)
 		if r.Error != "" {
-			fmt.Fprintf(w, "  %s\n", r.Error)
+			printLine(w, false, "  %s", r.Error)
 		}
 		if r.Status != runSuccess {
 			ok = false
@@ -219,14 +220,14 @@ func (v *runView) print(w io.Writer, e apiv1.Event) {
 	}
 	switch e.Kind {
 	case "run":
-		fmt.Fprintf(w, "run %s %s%s\n", v.id, e.Status, errSuffix(e.Error))
+		printLine(w, false, "run %s %s%s", v.id, e.Status, errSuffix(e.Error))
 	case "job":
-		fmt.Fprintf(w, "%s: %s%s\n", v.label(job), e.Status, errSuffix(e.Error))
+		printLine(w, false, "%s: %s%s", v.label(job), e.Status, errSuffix(e.Error))
 	case "step":
-		fmt.Fprintf(w, "%s: step %s %s%s\n", v.label(job), v.stepName(e), e.Status, errSuffix(e.Error))
+		printLine(w, false, "%s: step %s %s%s", v.label(job), v.stepName(e), e.Status, errSuffix(e.Error))
 	case "log":
 		for _, l := range e.Lines {
-			fmt.Fprintf(w, "%s | %s\n", v.label(job), strings.TrimRight(l.Text, "\r\n"))
+			printLine(w, false, "%s | %s", v.label(job), strings.TrimRight(l.Text, "\r\n"))
 		}
 	}
 }

@@ -23,7 +23,8 @@ func newRunsCancelCmd(a *app) *cobra.Command {
 killed after the grace period, or at once with --force; jobs that have not
 started are cancelled. The run's status is printed as the server reports it
 right after the request: "running" means the cancellation is under way
-(follow it with kici-admin runs watch ID).`,
+(follow it with kici-admin runs watch ID). A run that has already ended is
+refused by the server (409) and the exit status is 1.`,
 		Example: `  kici-admin runs cancel r-103
   kici-admin runs cancel r-103 --force -o json`,
 		Args: exactArgs("ID"),

@@ -18,12 +18,13 @@ type runsLogsFlags struct {
 	job    string
 	step   int
 	follow bool
+	raw    bool
 }
 
 func newRunsLogsCmd(a *app) *cobra.Command {
 	var f runsLogsFlags
 	cmd := &cobra.Command{
-		Use:   "logs ID [--job JOB [--step N]] [-f]",
+		Use:   "logs ID [--job JOB [--step N]] [-f] [--raw]",
 		Short: "Print the stored log lines of a run, or follow them",
 		Long: `Print the log lines stored for run ID: every job's, in the run's job order,
 each line as "JOB | TEXT"; or, with --job (a job's name, as runs show lists
@@ -32,9 +33,18 @@ step only.
 
 -f keeps reading until every job shown has ended and all its lines were
 printed. It asks the logs endpoint for lines after the last one read every
-200ms, so it never repeats or skips a line, whenever it is started.`,
+200ms, so it never repeats or skips a line, whenever it is started.
+
+Steps are numbered from 0, as runs show lists them and the API's
+steps[].index has them; --step -1 is the job's setup output (the checkout)
+and --step -2 its provisioning events.
+
+Control characters in the lines (ESC, CR and the other C0 codes but tab,
+DEL and C1 codes) are printed escaped, as \x1b, \r, \x07 …, so that a job's
+output cannot drive your terminal (set its title, write the clipboard with
+OSC 52, overwrite the screen). --raw prints the lines as they were stored.`,
 		Example: `  kici-admin runs logs r-102
-  kici-admin runs logs r-102 --job "test (shard=1)" --step 2
+  kici-admin runs logs r-102 --job "test (shard=1)" --step 1
   kici-admin runs logs r-103 -f`,
 		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -58,8 +68,9 @@ printed. It asks the logs endpoint for lines after the last one read every
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.job, "job", "", "only this `JOB` (its name or id), printed without the job prefix")
-	fl.IntVar(&f.step, "step", 0, "only step `N` of --job (its number, as runs show lists it)")
+	fl.IntVar(&f.step, "step", 0, "only step `N` of --job: its number as runs show lists it, from 0 (-1: setup, -2: provisioning)")
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new lines until the jobs end")
+	fl.BoolVar(&f.raw, "raw", false, "print control characters as they are instead of escaped (lets job output drive the terminal)")
 	return cmd
 }
 
@@ -92,7 +103,7 @@ func (a *app) printLogs(ctx context.Context, c *client, w io.Writer, id string, 
 		if key == "" {
 			key = j.Name
 		}
-		readers[i] = &logReader{c: c, runID: id, job: j.Name, key: key, step: step, prefix: f.job == ""}
+		readers[i] = &logReader{c: c, runID: id, job: j.Name, key: key, step: step, prefix: f.job == "", raw: f.raw}
 	}
 	for {
 		open := 0
@@ -131,6 +142,7 @@ type logReader struct {
 	key    string // the id (or name) in the URL
 	step   *int
 	prefix bool
+	raw    bool // print control characters unescaped
 	cursor string
 	done   bool
 }
@@ -154,9 +166,9 @@ func (r *logReader) drain(ctx context.Context, w io.Writer) error {
 		for _, l := range page.Lines {
 			text := strings.TrimRight(l.Text, "\r\n")
 			if r.prefix {
-				fmt.Fprintf(w, "%s | %s\n", r.job, text)
+				printLine(w, r.raw, "%s | %s", r.job, text)
 			} else {
-				fmt.Fprintln(w, text)
+				printLine(w, r.raw, "%s", text)
 			}
 		}
 		if page.Next != "" {

@@ -16,7 +16,9 @@ below it. The exit status is 0 only if the run ended in success.
 
 Lines are shown from the moment watching starts; kici-admin runs logs ID
 prints what came before. A run that has already ended prints its status
-at once. If the stream breaks off, watch reconnects.`,
+at once. If the stream breaks off, watch reconnects. Steps are numbered
+from 0. Control characters in what the server sends (job output, names,
+errors) are printed escaped, as kici-admin runs logs prints them.`,
 		Example: `  kici-admin runs watch r-103`,
 		Args:    exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {

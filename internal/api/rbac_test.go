@@ -111,10 +111,12 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 				h.mustAdmin(t, http.MethodPost, "/api/v1/sources", apiv1.Source{Name: name, Kind: "git", URL: "https://example.com/x.git"}, http.StatusCreated, nil)
 				return "/api/v1/sources/" + name, "", http.StatusNoContent
 			},
-			"POST /api/v1/sources/{name}/trigger":   static("/api/v1/sources/walk/trigger", `{"event": "push", "ref": "main"}`, http.StatusOK),
-			"GET /api/v1/runs":                      static("/api/v1/runs", "", http.StatusOK),
-			"GET /api/v1/runs/{id}":                 static("/api/v1/runs/"+run, "", http.StatusOK),
-			"POST /api/v1/runs/{id}/cancel":         static("/api/v1/runs/"+done+"/cancel", "", http.StatusOK),
+			"POST /api/v1/sources/{name}/trigger": static("/api/v1/sources/walk/trigger", `{"event": "push", "ref": "main"}`, http.StatusOK),
+			"GET /api/v1/runs":                    static("/api/v1/runs", "", http.StatusOK),
+			"GET /api/v1/runs/{id}":               static("/api/v1/runs/"+run, "", http.StatusOK),
+			"POST /api/v1/runs/{id}/cancel": func(t *testing.T) (string, string, int) {
+				return "/api/v1/runs/" + h.trigger(t, "walk")[0].ID + "/cancel", "", http.StatusOK
+			},
 			"POST /api/v1/runs/{id}/rerun":          static("/api/v1/runs/"+done+"/rerun", "", http.StatusCreated),
 			"GET /api/v1/runs/{id}/jobs/{job}/logs": static("/api/v1/runs/"+run+"/jobs/build/logs", "", http.StatusOK),
 			"GET /api/v1/runs/{id}/events":          static("/api/v1/runs/"+done+"/events", "", http.StatusOK),
@@ -145,11 +147,11 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			},
 			"GET /api/v1/secrets": static("/api/v1/secrets", "", http.StatusOK),
 			"PUT /api/v1/secrets/{name}": func(t *testing.T) (string, string, int) {
-				return "/api/v1/secrets/" + unique("NEW_"), `{"value": "v"}`, http.StatusCreated
+				return "/api/v1/secrets/" + unique("NEW_"), `{"value": "v123"}`, http.StatusCreated
 			},
 			"DELETE /api/v1/secrets/{name}": func(t *testing.T) (string, string, int) {
 				name := unique("DOOMED_")
-				h.mustAdmin(t, http.MethodPut, "/api/v1/secrets/"+name, `{"value": "v"}`, http.StatusCreated, nil)
+				h.mustAdmin(t, http.MethodPut, "/api/v1/secrets/"+name, `{"value": "v123"}`, http.StatusCreated, nil)
 				return "/api/v1/secrets/" + name, "", http.StatusOK
 			},
 			"POST /api/v1/secrets/rotate-key": func(t *testing.T) (string, string, int) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,11 +83,23 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && !decodeJSON(w, r, &in) {
 		return
 	}
+	// A run that has ended has nothing to cancel: say so, rather than
+	// answer 200 as if a cancel had happened. (One that ends between this
+	// read and the cancel is answered with its final state.)
+	run, err := s.db.GetRun(r.Context(), id)
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	if runstate.RunTerminal(run.Status) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %q has already ended (%s)", id, run.Status))
+		return
+	}
 	if err := s.disp.Cancel(r.Context(), id, in.Force, "cancelled by request"); err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
 		return
 	}
-	run, err := s.db.GetRun(r.Context(), id)
+	run, err = s.db.GetRun(r.Context(), id)
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
 		return
@@ -143,7 +156,11 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("run %q has no job %q", run.ID, r.PathValue("job")))
 		return
 	}
-	q := r.URL.Query()
+	q, err := logsQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	first, last := apiv1.ProvisioningStep, len(job.Steps)-1
 	if v := q.Get("step"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -196,6 +213,34 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		page.Done = err == nil && offset >= size
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// logsQuery reads the step and cursor parameters of a logs request. Unlike
+// url.ParseQuery, which drops a pair it cannot decode (so that a garbage
+// cursor read as no cursor and answered page 1), a value that does not
+// decode or a parameter given twice is an error naming the parameter; a
+// ';' is part of a value, not a separator. Other parameters are ignored.
+func logsQuery(raw string) (url.Values, error) {
+	q := url.Values{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		rawKey, rawValue, _ := strings.Cut(pair, "=")
+		key, err := url.QueryUnescape(rawKey)
+		if err != nil || key != "step" && key != "cursor" {
+			continue
+		}
+		value, err := url.QueryUnescape(rawValue)
+		if err != nil {
+			if key == "cursor" {
+				return nil, fmt.Errorf("cursor %q: does not decode (pass back the \"next\" of the previous page): %w", rawValue, err)
+			}
+			return nil, fmt.Errorf("step %q: does not decode: %w", rawValue, err)
+		}
+		q[key] = append(q[key], value)
+		if n := len(q[key]); n > 1 {
+			return nil, fmt.Errorf("%s: given %d times, want it once", key, n)
+		}
+	}
+	return q, nil
 }
 
 // readStep reads a step's stored lines from offset. The provisioning

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -143,10 +144,13 @@ func TestCancelQueuedRun(t *testing.T) {
 				if q := queuedJobs(t, h, id); len(q) != 0 {
 					t.Errorf("got queue entries %v of the cancelled run, want none", q)
 				}
-				// Cancelling again changes nothing.
-				var again apiv1.Run
-				h.mustAdmin(t, http.MethodPost, "/api/v1/runs/"+id+"/cancel", nil, http.StatusOK, &again)
-				if diff := cmp.Diff(answer, again); diff != "" {
+				// Cancelling again is refused and changes nothing.
+				resp := h.admin(t, http.MethodPost, "/api/v1/runs/"+id+"/cancel", nil)
+				wantErr := fmt.Sprintf("run %q has already ended (cancelled)", id)
+				if resp.status != http.StatusConflict || resp.apiError(t).Error != wantErr {
+					t.Errorf("second cancel: got %d %s, want 409 %q", resp.status, resp.body, wantErr)
+				}
+				if diff := cmp.Diff(answer, h.getRun(t, id)); diff != "" {
 					t.Errorf("second cancel changed the run (-first +second):\n%s", diff)
 				}
 			})
@@ -333,6 +337,24 @@ func TestJobLogs(t *testing.T) {
 			{
 				name: "malformed cursor", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?cursor=abc",
 				wantStatus: http.StatusBadRequest, wantError: `cursor "abc"`,
+			},
+			{
+				// Go's query parser drops a pair it cannot decode; the
+				// cursor then read as absent and page 1 came back.
+				name: "cursor that does not decode", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?cursor=%zz",
+				wantStatus: http.StatusBadRequest, wantError: `cursor "%zz"`,
+			},
+			{
+				name: "cursor with a semicolon", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?cursor=0;0",
+				wantStatus: http.StatusBadRequest, wantError: `cursor "0;0"`,
+			},
+			{
+				name: "cursor given twice", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?cursor=0:0&cursor=junk",
+				wantStatus: http.StatusBadRequest, wantError: "cursor: given 2 times",
+			},
+			{
+				name: "step that does not decode", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?step=%g1",
+				wantStatus: http.StatusBadRequest, wantError: `step "%g1"`,
 			},
 			{
 				name: "cursor past the end", path: "/api/v1/runs/" + cancelledID + "/jobs/test/logs?cursor=0:100",

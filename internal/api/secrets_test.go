@@ -33,7 +33,8 @@ func TestSecretsAPI(t *testing.T) {
 			{name: "lower-case name", path: "/api/v1/secrets/deploy", body: `{"value": "v"}`, wantStatus: http.StatusBadRequest, wantError: "upper-case"},
 			{name: "reserved name", path: "/api/v1/secrets/KICI_X", body: `{"value": "v"}`, wantStatus: http.StatusBadRequest, wantError: "reserved"},
 			{name: "empty value", path: "/api/v1/secrets/X", body: `{"value": ""}`, wantStatus: http.StatusBadRequest, wantError: "empty"},
-			{name: "unknown source", path: "/api/v1/secrets/X?source=nope", body: `{"value": "v"}`, wantStatus: http.StatusNotFound, wantError: `source "nope"`},
+			{name: "short value", path: "/api/v1/secrets/X", body: `{"value": "abc"}`, wantStatus: http.StatusBadRequest, wantError: "secret value: 3 character(s), at least 4"},
+			{name: "unknown source", path: "/api/v1/secrets/X?source=nope", body: `{"value": "v123"}`, wantStatus: http.StatusNotFound, wantError: `source "nope"`},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -98,6 +99,7 @@ func TestSecretsAPI(t *testing.T) {
 			"secret.delete secret:scoped/DEPLOY_TOKEN allowed",
 			"secret.list /api/v1/secrets denied",
 			"secret.set secret:nope/X failed",
+			"secret.set secret:X failed",
 			"secret.set secret:X failed",
 			"secret.set secret:KICI_X failed",
 			"secret.set secret:deploy failed",

@@ -15,12 +15,20 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kici-dev/kici/internal/store"
 )
 
 // MaxValueBytes bounds a secret's value.
 const MaxValueBytes = 64 << 10
+
+// MinValueChars is the fewest characters a secret's value may have. The
+// agent replaces every place a value shows in a job's output with "***";
+// a shorter value would match all over ordinary output, so the agent masks
+// one that short (set before this limit existed) only where it stands as a
+// whole word.
+const MinValueChars = 4
 
 // ErrWrongKey is a secret key that does not open the key check stored in
 // the database: it is not the key the stored secrets are sealed with.
@@ -70,12 +78,15 @@ func CheckScope(scope string) error {
 	return nil
 }
 
-// CheckValue checks a secret's value: not empty, at most MaxValueBytes,
-// and without NUL (an environment variable cannot hold one).
+// CheckValue checks a secret's value: not empty, at least MinValueChars
+// characters, at most MaxValueBytes, and without NUL (an environment
+// variable cannot hold one).
 func CheckValue(value string) error {
 	switch {
 	case value == "":
 		return errors.New("secret value: empty")
+	case utf8.RuneCountInString(value) < MinValueChars:
+		return fmt.Errorf("secret value: %d character(s), at least %d (a shorter value could not be masked in job output)", utf8.RuneCountInString(value), MinValueChars)
 	case len(value) > MaxValueBytes:
 		return fmt.Errorf("secret value: %d bytes, at most %d", len(value), MaxValueBytes)
 	case strings.ContainsRune(value, 0):

@@ -105,7 +105,7 @@ func TestSetResolveDelete(t *testing.T) {
 		}
 
 		for _, bad := range []struct{ name, value string }{
-			{"lower", "v"}, {"KICI_X", "v"}, {"1X", "v"}, {"OK", ""}, {"OK", "a\x00b"},
+			{"lower", "v"}, {"KICI_X", "v"}, {"1X", "v"}, {"OK", ""}, {"OK", "abc"}, {"OK", "żół"}, {"OK", "a\x00bc"},
 			{"OK", strings.Repeat("x", secrets.MaxValueBytes+1)},
 		} {
 			if _, err := svc.Set(ctx, "", bad.name, bad.value, "tester"); err == nil {
@@ -272,4 +272,60 @@ func TestMasks(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("masks (-want +got):\n%s", diff)
 	}
+}
+
+func TestCheckValue(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, value, wantErr string
+	}{
+		{name: "empty", value: "", wantErr: "secret value: empty"},
+		{name: "one character", value: "x", wantErr: "secret value: 1 character(s), at least 4"},
+		{name: "three characters", value: "abc", wantErr: "secret value: 3 character(s), at least 4"},
+		{name: "three characters of two bytes each", value: "żół", wantErr: "secret value: 3 character(s), at least 4"},
+		{name: "four characters", value: "abcd"},
+		{name: "NUL", value: "ab\x00cd", wantErr: "NUL"},
+		{name: "too long", value: strings.Repeat("x", secrets.MaxValueBytes+1), wantErr: "at most 65536"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := secrets.CheckValue(tc.value)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Errorf("CheckValue: got %v, want nil", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Errorf("CheckValue: got %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestShortSecretStoredEarlier: a value shorter than MinValueChars stored
+// before the limit existed still opens and reaches its jobs (the agent
+// masks it as a whole word); only setting one is refused.
+func TestShortSecretStoredEarlier(t *testing.T) {
+	t.Parallel()
+	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		key := secrets.GenerateKey()
+		svc, err := secrets.Open(ctx, logger(t), db, secrets.KeyConfig{Env: key.Hex()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Set(ctx, "", "PIN", "42", "tester"); err == nil || !strings.Contains(err.Error(), "at least 4") {
+			t.Fatalf("set a 2-character secret: got %v, want refused", err)
+		}
+		sealed, err := secrets.Seal(key, secrets.SecretAAD("", "PIN"), []byte("42"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.PutSecret(ctx, store.Secret{Name: "PIN", Ciphertext: sealed, KeyVersion: svc.KeyVersion(), UpdatedBy: "tester"}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := svc.Resolve(ctx, "repo", []string{"PIN"})
+		if err != nil || got["PIN"] != "42" {
+			t.Errorf("resolve the stored short secret: got (%v, %v), want 42", got, err)
+		}
+	})
 }

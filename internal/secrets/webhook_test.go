@@ -60,7 +60,7 @@ func TestWebhookSecretsAtRest(t *testing.T) {
 			t.Errorf("open a plaintext value: got (%v, %v), want it as it is", legacy, err)
 		}
 
-		if _, err := svc.Set(ctx, "", "TOKEN", "t", "tester"); err != nil {
+		if _, err := svc.Set(ctx, "", "TOKEN", "t0k3n", "tester"); err != nil {
 			t.Fatal(err)
 		}
 		res, err := svc.Rotate(ctx, newKey)

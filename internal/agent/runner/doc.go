@@ -32,7 +32,10 @@
 //
 // A step's stdout and stderr are one stream, cut into lines (a line longer
 // than [MaxLineBytes] is cut into pieces), masked (every secret value, mask
-// and the job token become "***") and counted against
+// and the job token become "***": also where control characters or escape
+// sequences split it, and the stable part of its base64 at each byte
+// offset; a value shorter than [MinMaskLen] only as a whole word) and
+// counted against
 // Config.MaxStepLogBytes; past it the runner reports one marker line and
 // [Reporter.LogTruncated], and drops the rest while the step runs on. Output
 // outside the steps (the checkout, the runner's own notes) belongs to step

@@ -30,3 +30,8 @@ func SetArchiveRetryDelays(d []time.Duration) func() {
 	archiveRetryDelays = d
 	return func() { archiveRetryDelays = old }
 }
+
+// MaskForTest returns the function that masks one line for these values.
+func MaskForTest(values ...string) func(string) string {
+	return newMasker(values...).apply
+}

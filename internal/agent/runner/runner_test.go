@@ -180,6 +180,20 @@ func TestSteps(t *testing.T) {
 			wantLines: map[int][]string{0: {"***", "x***"}},
 		},
 		{
+			// The step hides the secret from a plain search: split by a
+			// CR and by a colour reset, and base64 behind "user:" (HTTP
+			// Basic auth).
+			name: "a secret split by controls or in base64 is masked",
+			spec: func(t *testing.T) runner.JobSpec {
+				s := dirJob(t, workflow.Step{Run: `printf '%s\r%s\n' "${TOKEN:0:3}" "${TOKEN:3}"; printf '%s\033[0m%s\n' "${TOKEN:0:5}" "${TOKEN:5}"; printf 'user:%s' "$TOKEN" | base64`})
+				s.Secrets = map[string]string{"TOKEN": "tok-123456"}
+				return s
+			},
+			want:      []runner.Status{runner.StatusSuccess},
+			wantRes:   runner.StatusSuccess,
+			wantLines: map[int][]string{0: {"***", "***", "dXNlcjp***"}},
+		},
+		{
 			name: "if reads env, matrix, event and inputs",
 			spec: func(t *testing.T) runner.JobSpec {
 				s := dirJob(t,
