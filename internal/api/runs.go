@@ -95,11 +95,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, fmt.Sprintf("run %q has already ended (%s)", id, run.Status))
 		return
 	}
-	if err := s.disp.Cancel(r.Context(), id, in.Force, "cancelled by request"); err != nil {
-		s.storeError(w, fmt.Sprintf("run %q", id), err)
-		return
-	}
-	run, err = s.db.GetRun(r.Context(), id)
+	run, err = s.disp.Cancel(r.Context(), id, in.Force, "cancelled by request")
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
 		return

@@ -222,10 +222,14 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 // (waiting, queued, or on an agent that is gone) end cancelled at once, all
 // in one transaction, so no waiting job is skipped because an upstream was
 // cancelled first; agents running one are told to stop it (force skips the
-// grace period) and report the end themselves.
-func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reason string) error {
+// grace period) and report the end themselves. It returns the run as the
+// cancel left it, read in the same transaction: once the run has ended,
+// retention may delete it at any moment, so a read after the commit could
+// find nothing.
+func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reason string) (store.Run, error) {
 	var toAgents []store.Job
 	var events []apiv1.Event
+	var after store.Run
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		toAgents, events = nil, nil
 		run, err := tx.GetRun(ctx, runID)
@@ -250,10 +254,14 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 		}
 		more, err := d.sched.AdvanceTx(ctx, tx, runID)
 		events = append(events, more...)
+		if err != nil {
+			return err
+		}
+		after, err = tx.GetRun(ctx, runID)
 		return err
 	})
 	if err != nil {
-		return err
+		return store.Run{}, err
 	}
 	d.publish(events)
 	for _, j := range toAgents {
@@ -263,7 +271,7 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 		}
 		d.endJobByID(ctx, j.ID, store.JobCancelled, reason)
 	}
-	return nil
+	return after, nil
 }
 
 // Apply applies one job-scoped message from an agent exactly once and
