@@ -28,24 +28,27 @@ func (c *Config) instanceHeartbeat() time.Duration {
 	return DefaultInstanceHeartbeat
 }
 
-// claim makes this process the data directory's and the database's
-// orchestrator, before anything reads or changes state another live
-// orchestrator may own. The data dir lock is held already (New); on
-// PostgreSQL, which other hosts may share, the instance is registered too,
-// refusing to start beside a live standalone one.
-func (s *Server) claim(ctx context.Context) error {
+// describe names this process in the lock file (and, on PostgreSQL, in
+// the instance table), right after it took the data dir lock, so that a
+// second orchestrator refused meanwhile names this one.
+func (s *Server) describe() error {
 	host, _ := os.Hostname() // only for people reading the lock file
 	s.self = store.Instance{
 		ID: uuid.NewString(), Role: store.InstanceStandalone,
 		Hostname: host, PID: os.Getpid(), Addr: s.cfg.HTTPAddr,
 	}
-	if err := s.lock.record(lockHolder{
+	return s.lock.record(lockHolder{
 		InstanceID: s.self.ID, PID: s.self.PID, Hostname: host, Addr: s.cfg.HTTPAddr, StartedAt: time.Now().UTC(),
-	}); err != nil {
-		return err
-	}
+	})
+}
+
+// claim makes this process the database's orchestrator, before anything
+// reads or changes state another live orchestrator may own. SQLite lives
+// in the data dir, so its lock (held since New) is the whole claim. On
+// PostgreSQL, which other hosts may share, the instance is registered,
+// refusing to start beside a live standalone one.
+func (s *Server) claim(ctx context.Context) error {
 	if s.cfg.DatabaseURL == "" {
-		// SQLite lives in the data dir: its lock is the whole claim.
 		return nil
 	}
 	// The previous holder of this data dir's lock is gone (this process

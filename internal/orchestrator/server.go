@@ -76,6 +76,10 @@ func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Server, error) 
 		return nil, err
 	}
 	s := &Server{log: logger, cfg: cfg, lock: lock}
+	if err := s.describe(); err != nil {
+		lock.release()
+		return nil, err
+	}
 	ownerOnlyDataDir(logger, cfg.DataDir)
 	if s.db, err = store.Open(ctx, store.Config{DataDir: cfg.DataDir, DatabaseURL: cfg.DatabaseURL, Logger: logger}); err != nil {
 		lock.release()
