@@ -112,7 +112,9 @@ func stepFileName(step int) string {
 
 // Config configures a Store.
 type Config struct {
-	// Dir is the root directory of the logs, created if missing; required.
+	// Dir is the root directory of the logs, created (mode 0700) if
+	// missing; required. Every directory and file below it is created
+	// readable by its owner only (0700, 0600).
 	Dir string
 	// SubscriberBuffer is how many events each subscriber may have waiting
 	// before it is dropped as lagged; zero means 256.
@@ -170,7 +172,7 @@ func New(logger *slog.Logger, cfg Config) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create log dir %q: %w", cfg.Dir, err)
 	}
 	buf := cfg.SubscriberBuffer

@@ -172,7 +172,7 @@ func (s *Store) writeChunk(js *jobState, key StepKey, buf []byte) (int64, error)
 	created := false
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o640)
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
 		created = true
 	}
 	if err != nil {
@@ -216,7 +216,7 @@ func (s *Store) makeJobDir(runID, jobID string) error {
 		return nil
 	}
 	for _, d := range []struct{ dir, parent string }{{runDir, s.dir}, {jobDir, runDir}} {
-		if err := os.Mkdir(d.dir, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+		if err := os.Mkdir(d.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 		// Sync even when another job created the run directory just now:

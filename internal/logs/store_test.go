@@ -542,3 +542,34 @@ func TestRemoveRun(t *testing.T) {
 		t.Errorf("append a stored seq after ForgetJob: got %v, %v; want false, nil", ok, err)
 	}
 }
+
+// TestFilesOwnerOnly checks that the log directories and files are
+// created readable by their owner only.
+func TestFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "logs")
+	st := newStore(t, dir)
+	mustAppend(t, st, logs.StepKey{RunID: "run-1", JobID: "job-1", Step: 0}, 1, mkLines("a", 2))
+	mustAppend(t, st, logs.StepKey{RunID: "run-1", JobID: "job-1", Step: logs.SetupStep}, 2, mkLines("s", 1))
+	n := 0
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n++
+		if got := fi.Mode().Perm(); got&0o077 != 0 {
+			t.Errorf("%s: got mode %s, want no group or other bits", path, got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 5 { // logs, run-1, job-1 and two step files
+		t.Errorf("walked %d entries, want at least 5", n)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kici-dev/kici/internal/store"
 	"github.com/spf13/cobra"
@@ -31,6 +32,7 @@ const envHelp = `Environment (defaults in brackets):
   KICI_AGENT_AUTH                token, or none (loopback only) [token]
   KICI_DEFAULT_JOB_TIMEOUT_MS    limit of jobs whose workflow sets none [21600000]
   KICI_CANCEL_GRACE_MS           SIGTERM-to-SIGKILL grace on cancel [10000]
+  KICI_INSTANCE_HEARTBEAT_MS     PostgreSQL: how often this orchestrator renews its instance row; it counts as live for 5 of these [2000]
   KICI_RUN_RETENTION_DAYS        delete finished runs, their jobs and logs this many days after they ended; 0 = keep [0]
   KICI_AUDIT_RETENTION_DAYS      delete audit entries this many days old; 0 = keep [0]
   KICI_WEBHOOK_EVENT_RETENTION_DAYS  delete recorded webhook deliveries this many days old; 0 = keep [0]
@@ -66,7 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}, &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending database migrations and exit",
-		Long:  "Apply pending database migrations to the configured database (SQLite in KICI_DATA_DIR, or KICI_DATABASE_URL) and exit.",
+		Long:  "Apply pending database migrations to the configured database (SQLite in KICI_DATA_DIR, or KICI_DATABASE_URL) and exit.\nWith SQLite it refuses to run while an orchestrator uses the data directory.",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return migrate(cmd.Context(), stdout, stderr) },
 	}, newDemoCmd(stdout, stderr))
@@ -142,6 +144,19 @@ func migrate(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("create data dir %q: %w", cfg.DataDir, err)
+	}
+	if cfg.DatabaseURL == "" {
+		// A live orchestrator owns the SQLite file: do not change its
+		// schema under it.
+		lock, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer lock.release()
+		host, _ := os.Hostname()
+		if err := lock.record(lockHolder{Command: "kici-orchestrator migrate", PID: os.Getpid(), Hostname: host, StartedAt: time.Now().UTC()}); err != nil {
+			return err
+		}
 	}
 	db, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, DatabaseURL: cfg.DatabaseURL, Logger: logger})
 	if err != nil {

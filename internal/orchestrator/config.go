@@ -73,6 +73,11 @@ type Config struct {
 	// included; a workflow over it starts no run. 0 means
 	// workflow.DefaultMaxJobsPerRun (1000).
 	MaxJobsPerRun int
+	// InstanceHeartbeat is how often an orchestrator on PostgreSQL renews
+	// its row in the instance table; the row stays live for five of
+	// these, and while it is live no second orchestrator starts on the
+	// database. 0 means DefaultInstanceHeartbeat.
+	InstanceHeartbeat time.Duration
 	// ScalerConfigPath is scalers.yaml; empty means no auto-scaler.
 	ScalerConfigPath string
 	// LogLevel and LogFormat configure the orchestrator's own log.
@@ -94,6 +99,7 @@ const (
 	DefaultAuthFailureLimit    = 20
 	DefaultArchiveCacheEntries = 8
 	DefaultRetentionSweep      = time.Hour
+	DefaultInstanceHeartbeat   = 2 * time.Second
 )
 
 // knownVars are every KICI_ variable some kici component reads, so that a
@@ -105,7 +111,7 @@ var knownVars = []string{
 	"KICI_AGENT_AUTH", "KICI_LOG_LEVEL", "KICI_LOG_FORMAT", "KICI_METRICS_ADDR", "KICI_DEFAULT_JOB_TIMEOUT_MS",
 	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
 	"KICI_MAX_JOBS_PER_RUN", "KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
-	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS",
+	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS", "KICI_INSTANCE_HEARTBEAT_MS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
@@ -153,6 +159,7 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 	ms("KICI_AGENT_RECOVERY_WINDOW_MS", DefaultAgentRecoveryWindow, &c.AgentRecoveryWindow)
 	ms("KICI_DEFAULT_JOB_TIMEOUT_MS", DefaultJobTimeout, &c.DefaultJobTimeout)
 	ms("KICI_CANCEL_GRACE_MS", DefaultCancelGrace, &c.CancelGrace)
+	ms("KICI_INSTANCE_HEARTBEAT_MS", DefaultInstanceHeartbeat, &c.InstanceHeartbeat)
 	if v := getenv("KICI_AUTH_FAILURE_LIMIT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -19,13 +19,19 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "defaults", env: map[string]string{}, check: func(t *testing.T, c Config) {
 			if c.HTTPAddr != ":4000" || c.QueueTimeout != time.Hour || c.DispatchAckTimeout != 10*time.Second ||
 				c.AgentRecoveryWindow != 120*time.Second || c.QueueSweepInterval != time.Minute || c.AgentAuth != "token" ||
-				c.ArchiveCacheEntries != 8 || c.RunRetention != 0 || c.AuditRetention != 0 || c.RetentionSweepInterval != time.Hour {
+				c.ArchiveCacheEntries != 8 || c.RunRetention != 0 || c.AuditRetention != 0 || c.RetentionSweepInterval != time.Hour ||
+				c.InstanceHeartbeat != 2*time.Second {
 				t.Errorf("got %+v, want the contract's defaults", c)
 			}
 		}},
 		{name: "milliseconds", env: map[string]string{"KICI_QUEUE_TIMEOUT_MS": "0", "KICI_DISPATCH_ACK_TIMEOUT_MS": "250"}, check: func(t *testing.T, c Config) {
 			if c.QueueTimeout != 0 || c.DispatchAckTimeout != 250*time.Millisecond {
 				t.Errorf("got queue timeout %s, ack timeout %s; want 0 and 250ms", c.QueueTimeout, c.DispatchAckTimeout)
+			}
+		}},
+		{name: "instance heartbeat", env: map[string]string{"KICI_INSTANCE_HEARTBEAT_MS": "200"}, check: func(t *testing.T, c Config) {
+			if c.InstanceHeartbeat != 200*time.Millisecond || c.instanceTTL() != time.Second {
+				t.Errorf("got heartbeat %s, TTL %s; want 200ms and 1s", c.InstanceHeartbeat, c.instanceTTL())
 			}
 		}},
 		{name: "bad number", env: map[string]string{"KICI_QUEUE_TIMEOUT_MS": "1h"}, wantErr: `KICI_QUEUE_TIMEOUT_MS="1h"`},

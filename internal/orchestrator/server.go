@@ -44,11 +44,26 @@ type Server struct {
 	scalers *scalers
 	secrets *secrets.Service
 	ln      net.Listener
+
+	// lock is the held data dir lock; self is this process in the
+	// database's instance table, where it is registered (on PostgreSQL)
+	// when registered is true.
+	lock        *dataDirLock
+	self        store.Instance
+	registered  bool
+	releaseOnce sync.Once
+	releaseErr  error
 }
 
-// New opens the store (migrating it to the latest schema), builds every
-// component and binds the listen address, so that Addr is known before
-// Run. Close releases what New opened if Run is never called.
+// New locks the data directory, opens the store (migrating it to the
+// latest schema), claims the database (see claim), builds every component
+// and binds the listen address, so that Addr is known before Run. Close
+// releases what New opened if Run is never called.
+//
+// When another orchestrator holds the data directory, New fails at once
+// with a *DataDirInUseError, before opening the database; when another
+// one holds the PostgreSQL database, with a *store.InstanceConflictError,
+// before reading or changing any job. Either names the live orchestrator.
 func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -56,13 +71,25 @@ func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Server, error) 
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %q: %w", cfg.DataDir, err)
 	}
-	db, err := store.Open(ctx, store.Config{DataDir: cfg.DataDir, DatabaseURL: cfg.DatabaseURL, Logger: logger})
+	lock, err := lockDataDir(cfg.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{log: logger, cfg: cfg, db: db}
+	s := &Server{log: logger, cfg: cfg, lock: lock}
+	if err := s.describe(); err != nil {
+		lock.release()
+		return nil, err
+	}
+	ownerOnlyDataDir(logger, cfg.DataDir)
+	if s.db, err = store.Open(ctx, store.Config{DataDir: cfg.DataDir, DatabaseURL: cfg.DatabaseURL, Logger: logger}); err != nil {
+		lock.release()
+		return nil, err
+	}
 	if err := s.build(ctx); err != nil {
-		db.Close()
+		if s.ln != nil {
+			s.ln.Close()
+		}
+		_ = s.release() // the build error is what matters
 		return nil, err
 	}
 	return s, nil
@@ -71,6 +98,9 @@ func New(ctx context.Context, logger *slog.Logger, cfg Config) (*Server, error) 
 func (s *Server) build(ctx context.Context) error {
 	if err := s.db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate database: %w", err)
+	}
+	if err := s.claim(ctx); err != nil {
+		return err
 	}
 	logStore, err := logs.New(s.log, logs.Config{Dir: filepath.Join(s.cfg.DataDir, "logs")})
 	if err != nil {
@@ -192,26 +222,42 @@ func (c *Config) HeartbeatInterval() time.Duration {
 // Addr is the address the server listens on.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// Close releases the store and the listener; Run does this itself.
+// Close releases the listener, the store, the instance registration and
+// the data dir lock; Run does this itself.
 func (s *Server) Close() error {
 	s.ln.Close()
 	if s.scalers != nil {
 		_ = s.scalers.manager.Close(context.Background())
 	}
-	return s.db.Close()
+	return s.release()
 }
 
 // Run recovers the previous process's state and serves until ctx ends.
+// It returns early with an error if another orchestrator takes the
+// database over (see keepInstance).
 func (s *Server) Run(ctx context.Context) error {
-	defer s.db.Close()
+	defer s.release()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 3)
+	if s.registered {
+		// The heartbeat starts before recovery, which may take longer
+		// than the instance's TTL.
+		hbCtx, stopHeartbeat := context.WithCancel(ctx)
+		hbDone := make(chan struct{})
+		go func() {
+			defer close(hbDone)
+			if err := s.keepInstance(hbCtx); err != nil {
+				errc <- err
+			}
+		}()
+		defer func() { stopHeartbeat(); <-hbDone }()
+	}
 	if err := s.recover(ctx); err != nil {
 		s.ln.Close()
 		return fmt.Errorf("recover state: %w", err)
 	}
 	srv := &http.Server{Handler: s.api, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
 	// Every background goroutine is waited for before Run returns (and the
 	// deferred Close of the database runs): one still running would use a
 	// closed database, and log after its caller has gone.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -205,12 +206,17 @@ func sameDir(a, b string) bool {
 	return err1 == nil && err2 == nil && ea == eb
 }
 
+// ownerOnlyRepo makes git create the mirror's objects, refs and
+// directories readable by their owner only, whatever the umask: the
+// mirror lives in the orchestrator's data dir, which is owner-only.
+const ownerOnlyRepo = "core.sharedRepository=0600"
+
 // clone makes the mirror: git clone --mirror into a temporary directory
 // beside CacheDir, renamed into place once complete, so a failed clone
 // leaves nothing behind. g.mu is held.
 func (g *Git) clone(ctx context.Context) error {
 	parent := filepath.Dir(g.CacheDir)
-	if err := os.MkdirAll(parent, 0o750); err != nil {
+	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return fmt.Errorf("clone: %w", err)
 	}
 	tmp, err := os.MkdirTemp(parent, filepath.Base(g.CacheDir)+".clone-*")
@@ -219,7 +225,7 @@ func (g *Git) clone(ctx context.Context) error {
 	}
 	g.fetches.Add(1)
 	err = runGit(ctx, orDefault(g.FetchTimeout, defaultFetchTimeout), parent, nil, io.Discard, redactor(g.URL),
-		"clone", "--mirror", "--quiet", "--", g.URL, tmp)
+		"-c", ownerOnlyRepo, "clone", "--mirror", "--quiet", "--", g.URL, tmp)
 	if err == nil {
 		err = os.Rename(tmp, g.CacheDir)
 	}
@@ -241,9 +247,13 @@ func (g *Git) fetch(ctx context.Context, since uint64) error {
 	}
 	g.fetches.Add(1)
 	err := runGit(ctx, orDefault(g.FetchTimeout, defaultFetchTimeout), g.CacheDir, nil, io.Discard, redactor(g.URL),
-		"fetch", "--prune", "--quiet", "origin")
+		"-c", ownerOnlyRepo, "fetch", "--prune", "--quiet", "origin")
 	if err != nil {
 		return g.wrap(fmt.Errorf("fetch: %w", err))
+	}
+	// git writes FETCH_HEAD under the umask, core.sharedRepository or not.
+	if err := os.Chmod(filepath.Join(g.CacheDir, "FETCH_HEAD"), 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("fetch: %w", err)
 	}
 	return nil
 }

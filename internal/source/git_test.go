@@ -131,3 +131,41 @@ func TestGitCredentialsKeptOutOfErrors(t *testing.T) {
 		t.Errorf("a failed clone left %d entries in the cache's parent, want none", len(entries))
 	}
 }
+
+// TestGitMirrorOwnerOnly: the mirror (in the orchestrator's data dir) is
+// readable by its owner only, after the clone and after a fetch.
+func TestGitMirrorOwnerOnly(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	origin, _, _, _ := makeRepo(t)
+	cache := filepath.Join(t.TempDir(), "mirrors", "hello.git")
+	g := &source.Git{URL: "file://" + origin, CacheDir: cache}
+	if _, err := g.Resolve(ctx, "main"); err != nil {
+		t.Fatal(err)
+	}
+	c4 := commitTree(t, origin, merge(tree2, map[string]string{".kici/workflows/new.yml": ciV1}), "fourth")
+	if got, err := g.Resolve(ctx, "main"); err != nil || got != c4 {
+		t.Fatalf("resolve main after a push: got %s, %v; want %s", got, err, c4)
+	}
+	n := 0
+	err := filepath.WalkDir(filepath.Dir(cache), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n++
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s: got mode %s, want no group or other bits", path, fi.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Errorf("walked %d entries, want a whole repository", n)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,11 +54,14 @@ var sqliteReadParams = []string{
 // read connections. All writes of the process queue for the one write
 // connection inside database/sql, so concurrent goroutines never see
 // SQLITE_BUSY ("database is locked") from each other.
-func openSQLite(ctx context.Context, dataDir string, maxReaders int) (*DB, error) {
+func openSQLite(ctx context.Context, logger *slog.Logger, dataDir string, maxReaders int) (*DB, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create data dir %q: %w", dataDir, err)
 	}
 	path := filepath.Join(dataDir, SQLiteFile)
+	if err := ownerOnlyFiles(logger, path); err != nil {
+		return nil, err
+	}
 	write, err := sql.Open("sqlite", path+"?"+strings.Join(sqliteWriteParams, "&"))
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %q: %w", path, err)
@@ -82,4 +87,38 @@ func openSQLite(ctx context.Context, dataDir string, maxReaders int) (*DB, error
 		return nil, errors.Join(fmt.Errorf("open sqlite %q for reading: %w", path, err), read.Close(), write.Close())
 	}
 	return &DB{write: write, read: read, queries: queries{d: sqliteDialect}}, nil
+}
+
+// ownerOnlyFiles makes the database file readable by its owner only before
+// SQLite opens it: it creates the file with mode 0600 when missing (SQLite
+// would create it 0644 less the umask), and takes the group and other
+// bits off an existing database and its -wal and -shm files, saying so.
+// SQLite creates -wal and -shm with the database file's mode, so they
+// follow.
+func ownerOnlyFiles(logger *slog.Logger, path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("create sqlite %q: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create sqlite %q: %w", path, err)
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("check mode of %q: %w", p, err)
+		}
+		if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 == 0 {
+			continue
+		}
+		mode := fi.Mode().Perm() &^ 0o077
+		if err := os.Chmod(p, mode); err != nil {
+			return fmt.Errorf("make %q readable by its owner only: %w", p, err)
+		}
+		logger.Info("database file made readable by its owner only", "path", p, "was", fi.Mode().Perm().String(), "now", mode.String())
+	}
+	return nil
 }

@@ -198,3 +198,61 @@ func TestSQLiteHealthChecksDoNotWaitForWrites(t *testing.T) {
 		t.Errorf("health checks inside a write transaction: %v", err)
 	}
 }
+
+// TestSQLiteFilesOwnerOnly checks that kici.db and the -wal and -shm files
+// SQLite makes beside it are readable by their owner only, whether the
+// database is new or an existing one was left group- and world-readable.
+func TestSQLiteFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// prepare runs on the empty data dir before the database opens.
+		prepare func(t *testing.T, dir string)
+	}{
+		{name: "new database", prepare: func(*testing.T, string) {}},
+		{name: "existing world-readable database", prepare: func(t *testing.T, dir string) {
+			// Made by an older kici: a database file and a WAL of mode 0644.
+			db := openTestDB(t, Config{DataDir: dir})
+			if err := db.Migrate(t.Context()); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{SQLiteFile, SQLiteFile + "-wal"} {
+				p := filepath.Join(dir, f)
+				f, err := os.OpenFile(p, os.O_CREATE|os.O_WRONLY, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.Close()
+				if err := os.Chmod(p, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			tt.prepare(t, dir)
+			db := openTestDB(t, Config{DataDir: dir})
+			if err := db.Migrate(t.Context()); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			if _, err := db.PutAgentDrain(t.Context(), AgentDrain{AgentID: "a"}); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{SQLiteFile, SQLiteFile + "-wal", SQLiteFile + "-shm"} {
+				fi, err := os.Stat(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatalf("%s: %v", f, err)
+				}
+				if got := fi.Mode().Perm(); got&0o077 != 0 {
+					t.Errorf("%s: got mode %s, want no group or other bits", f, got)
+				}
+			}
+		})
+	}
+}

@@ -103,7 +103,7 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	if cfg.DatabaseURL != "" {
 		db, err = openPostgres(ctx, cfg.DatabaseURL, maxConns)
 	} else {
-		db, err = openSQLite(ctx, cfg.DataDir, maxConns)
+		db, err = openSQLite(ctx, logger, cfg.DataDir, maxConns)
 	}
 	if err != nil {
 		return nil, err

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+)
+
+// InstanceStandalone is the role of an orchestrator that must own its
+// database alone: it refuses to start beside any live instance, and no
+// instance starts beside it.
+//
+// This is the seam for clustering: coordinators that share one database on
+// purpose will register under a role of their own, and instancesConflict
+// is the one place that decides which roles may live together.
+const InstanceStandalone = "standalone"
+
+// Instance is one orchestrator process registered in the database.
+type Instance struct {
+	// ID is unique per process start (a random UUID).
+	ID string
+	// Role is InstanceStandalone (the only role so far).
+	Role string
+	// Hostname, PID and Addr name the process for the people reading an
+	// error: the host it runs on, its process id and its listen address.
+	Hostname string
+	PID      int
+	Addr     string
+	// StartedAt, HeartbeatAt and ExpiresAt are stamped by the store's
+	// clock. The instance is live while ExpiresAt is in the future.
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	ExpiresAt   time.Time
+}
+
+// InstanceConflictError is what RegisterInstance returns when a live
+// instance holds the database in a way the new one may not share.
+type InstanceConflictError struct {
+	// Live is the instance that holds the database.
+	Live Instance
+	// Now is the store's time of the check, to tell the age of the
+	// heartbeat.
+	Now time.Time
+}
+
+func (e *InstanceConflictError) Error() string {
+	l := e.Live
+	return fmt.Sprintf("database is in use by kici-orchestrator pid %d on host %s, listening on %s, since %s (last heartbeat %s ago)",
+		l.PID, l.Hostname, l.Addr, l.StartedAt.UTC().Format(time.RFC3339), e.Now.Sub(l.HeartbeatAt).Round(time.Millisecond))
+}
+
+// instancesConflict reports whether an instance of role may not start
+// while one of role live is live: a standalone instance shares with no one.
+func instancesConflict(role, live string) bool {
+	return role == InstanceStandalone || live == InstanceStandalone
+}
+
+const instanceColumns = "id, role, hostname, pid, addr, started_at, heartbeat_at, expires_at"
+
+// RegisterInstance records inst as live for ttl, unless a live instance
+// conflicts with it (InstanceConflictError, and nothing changes). In the
+// same transaction it removes the rows that have expired, and the row of
+// the instance whose id is replaces (if not empty): the caller knows that
+// one is dead (it holds the lock that instance held). Two instances
+// registering at once are serialised (a transaction-scoped advisory lock on
+// PostgreSQL, the write lock on SQLite), so at most one of two conflicting
+// instances succeeds. It returns inst as stored.
+func (db *DB) RegisterInstance(ctx context.Context, inst Instance, ttl time.Duration, replaces string) (Instance, error) {
+	if inst.ID == "" || inst.Role == "" {
+		return Instance{}, errors.New("register instance: id and role are required")
+	}
+	if ttl <= 0 {
+		return Instance{}, fmt.Errorf("register instance: ttl %s: want more than 0", ttl)
+	}
+	err := db.Tx(ctx, func(tx *Tx) error {
+		if db.d.numbered {
+			key, err := tx.instancesLockKey(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.w.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", key); err != nil {
+				return fmt.Errorf("lock instances table: %w", classify(err))
+			}
+		}
+		now := normTime(tx.clock.Now())
+		if _, err := tx.exec(ctx, "DELETE FROM orchestrator_instances WHERE expires_at <= ? OR id = ?", timeArg(now), replaces); err != nil {
+			return fmt.Errorf("remove expired instances: %w", classify(err))
+		}
+		live, err := tx.listInstances(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range live {
+			if instancesConflict(inst.Role, l.Role) {
+				return &InstanceConflictError{Live: l, Now: now}
+			}
+		}
+		inst.StartedAt, inst.HeartbeatAt, inst.ExpiresAt = now, now, now.Add(ttl)
+		_, err = tx.exec(ctx, "INSERT INTO orchestrator_instances ("+instanceColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+			inst.ID, inst.Role, inst.Hostname, inst.PID, inst.Addr, timeArg(inst.StartedAt), timeArg(inst.HeartbeatAt), timeArg(inst.ExpiresAt))
+		if err != nil {
+			return fmt.Errorf("insert instance %q: %w", inst.ID, classify(err))
+		}
+		return nil
+	})
+	if err != nil {
+		var conflict *InstanceConflictError
+		if errors.As(err, &conflict) {
+			return Instance{}, err
+		}
+		return Instance{}, fmt.Errorf("register instance: %w", err)
+	}
+	return inst, nil
+}
+
+// HeartbeatInstance extends the life of instance id to ttl from now. It
+// returns ErrNotFound when the row is gone: another instance found it
+// expired and removed it, so this one must register again (and may find
+// that another one now holds the database).
+func (db *DB) HeartbeatInstance(ctx context.Context, id string, ttl time.Duration) error {
+	now := normTime(db.clock.Now())
+	changed, err := db.execChanged(ctx, "UPDATE orchestrator_instances SET heartbeat_at = ?, expires_at = ? WHERE id = ?",
+		timeArg(now), timeArg(now.Add(ttl)), id)
+	if err == nil && !changed {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("heartbeat instance %q: %w", id, classify(err))
+	}
+	return nil
+}
+
+// DeregisterInstance removes instance id (on a clean shutdown). Removing
+// an instance that is not registered is not an error.
+func (db *DB) DeregisterInstance(ctx context.Context, id string) error {
+	if _, err := db.exec(ctx, "DELETE FROM orchestrator_instances WHERE id = ?", id); err != nil {
+		return fmt.Errorf("deregister instance %q: %w", id, classify(err))
+	}
+	return nil
+}
+
+// ListInstances returns every registered instance, expired ones included,
+// oldest first.
+func (q *queries) ListInstances(ctx context.Context) ([]Instance, error) {
+	return q.listInstances(ctx)
+}
+
+func (q *queries) listInstances(ctx context.Context) ([]Instance, error) {
+	rows, err := q.w.QueryContext(ctx, "SELECT "+instanceColumns+" FROM orchestrator_instances ORDER BY started_at, id")
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		var i Instance
+		if err := rows.Scan(&i.ID, &i.Role, &i.Hostname, &i.PID, &i.Addr,
+			timeCol{&i.StartedAt}, timeCol{&i.HeartbeatAt}, timeCol{&i.ExpiresAt}); err != nil {
+			return nil, fmt.Errorf("list instances: %w", err)
+		}
+		out = append(out, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	return out, nil
+}
+
+// instancesLockKey is the advisory lock id that serialises registrations
+// on PostgreSQL, derived from the current schema so that databases in
+// different schemas of one server do not wait for each other.
+func (q *queries) instancesLockKey(ctx context.Context) (int64, error) {
+	var schema sql.NullString
+	if err := q.w.QueryRowContext(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		return 0, fmt.Errorf("read current schema: %w", classify(err))
+	}
+	h := fnv.New64a()
+	h.Write([]byte("kici-instances:" + schema.String))
+	return int64(h.Sum64()), nil
+}
