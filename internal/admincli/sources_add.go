@@ -31,8 +31,10 @@ func newSourcesAddCmd(a *app) *cobra.Command {
 
   --path DIR           a directory on the orchestrator's machine (kind local);
                        a relative DIR is made absolute here first
-  --git-url URL        a clone URL: https://, http://, ssh://, git://, file:// or
-                       user@host:path (kind git); others (ext::, -…) are refused
+  --git-url URL        a clone URL: https://, http://, ssh://, git:// or
+                       user@host:path (kind git); others (ext::, -…) are refused,
+                       and file:// too unless the orchestrator allows it
+                       (KICI_GIT_ALLOW_FILE_URLS; use --path for this host)
   --github OWNER/REPO  a GitHub repository (kind github)
 
 --webhook-secret is the HMAC secret that signs deliveries to

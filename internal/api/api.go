@@ -67,6 +67,9 @@ type Config struct {
 	// the client (for the failed-authentication limit and the audit log);
 	// none means the peer's address is the client's.
 	TrustedProxies []netip.Prefix
+	// AllowFileGitURLs accepts file:// URLs for git sources (see
+	// orchestrator.Config.AllowFileGitURLs).
+	AllowFileGitURLs bool
 }
 
 // Server is the HTTP API.

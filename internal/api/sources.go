@@ -90,6 +90,11 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "url: "+err.Error())
 			return
 		}
+		if strings.HasPrefix(strings.ToLower(in.URL), "file:") && !s.cfg.AllowFileGitURLs {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf(
+				"url: %q reads a repository on the orchestrator's own disk; add it as a local source (kind local, path) instead, or set KICI_GIT_ALLOW_FILE_URLS=true", in.URL))
+			return
+		}
 		row.Location = in.URL
 	case source.KindGitHub:
 		if !githubRepoRE.MatchString(in.Repo) {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/orchestrator"
 )
 
 func TestSourcesCreateListDelete(t *testing.T) {
@@ -42,10 +43,12 @@ func TestSourcesCreateListDelete(t *testing.T) {
 				want:       apiv1.Source{Name: "git.1", Kind: "git", URL: "https://example.com/hello.git"},
 			},
 			{
-				name:       "git over file://",
-				in:         apiv1.Source{Name: "git.2", Kind: "git", URL: "file://" + dir},
-				wantStatus: http.StatusCreated,
-				want:       apiv1.Source{Name: "git.2", Kind: "git", URL: "file://" + dir},
+				name: "git over file://", in: apiv1.Source{Name: "git.2", Kind: "git", URL: "file://" + dir},
+				wantStatus: http.StatusBadRequest, wantError: "add it as a local source",
+			},
+			{
+				name: "git over FILE://", in: apiv1.Source{Name: "git.4", Kind: "git", URL: "FILE://" + dir},
+				wantStatus: http.StatusBadRequest, wantError: "add it as a local source",
 			},
 			{
 				name:       "git scp-like",
@@ -170,5 +173,18 @@ func TestSourcesCreateListDelete(t *testing.T) {
 				t.Fatalf("got status %d (%s), want 404", resp.status, resp.body)
 			}
 		})
+	})
+}
+
+// TestFileGitURLNeedsTheSetting: with KICI_GIT_ALLOW_FILE_URLS=true a git
+// source may name a repository on the orchestrator's disk by file:// URL.
+func TestFileGitURLNeedsTheSetting(t *testing.T) {
+	t.Parallel()
+	forEachEngineWith(t, func(c *orchestrator.Config) { c.AllowFileGitURLs = true }, func(t *testing.T, h *harness) {
+		dir, _ := ciRepo(t)
+		resp := h.admin(t, http.MethodPost, "/api/v1/sources", apiv1.Source{Name: "ondisk", Kind: "git", URL: "file://" + dir})
+		if resp.status != http.StatusCreated {
+			t.Fatalf("git source over file:// with the setting on: got %d (%s), want 201", resp.status, resp.body)
+		}
 	})
 }

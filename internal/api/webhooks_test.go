@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/orchestrator"
 	"github.com/kici-dev/kici/internal/trigger"
 )
 
@@ -543,10 +544,11 @@ func TestWebhookGitHubFormEncoded(t *testing.T) {
 
 // TestWebhookGitHubEveryKind: /webhooks/github/{source} takes GitHub
 // deliveries for a source of any kind, not only a github one: a local
-// source and a git source (here over file://) start the run of the push.
+// source and a git source (here over file://, which the setting allows)
+// start the run of the push.
 func TestWebhookGitHubEveryKind(t *testing.T) {
 	t.Parallel()
-	forEachEngine(t, func(t *testing.T, h *harness) {
+	forEachEngineWith(t, func(c *orchestrator.Config) { c.AllowFileGitURLs = true }, func(t *testing.T, h *harness) {
 		dir, sha := ciRepo(t)
 		tests := []struct {
 			name string

@@ -38,6 +38,7 @@ const envHelp = `Environment (defaults in brackets):
   KICI_WEBHOOK_EVENT_RETENTION_DAYS  delete recorded webhook deliveries this many days old; 0 = keep [0]
   KICI_RETENTION_SWEEP_INTERVAL_MS   how often retention runs [3600000]
   KICI_TRUSTED_PROXIES           reverse proxies (IPs, CIDRs) whose X-Forwarded-For names the client [none]
+  KICI_GIT_ALLOW_FILE_URLS       let git sources use file:// URLs (read this host's disk) [false]
   KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [8]
   KICI_MAX_JOBS_PER_RUN          most jobs one run may have, matrix included; a workflow over it starts no run [1000]
   KICI_GITHUB_TOKEN, KICI_GITHUB_API_URL   credentials and API base of github sources

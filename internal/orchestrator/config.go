@@ -41,6 +41,11 @@ type Config struct {
 	// TrustedProxies are the reverse proxies (addresses or CIDR prefixes)
 	// whose X-Forwarded-For header names the client; empty trusts none.
 	TrustedProxies []netip.Prefix
+	// AllowFileGitURLs lets a git source be added with a file:// URL, which
+	// makes the orchestrator (and its agents) read a repository on their
+	// own disk. Off by default: a repository on this host is a local
+	// source (kind local), which names its path plainly.
+	AllowFileGitURLs bool
 	// RunRetention deletes finished runs (with their jobs, steps and logs)
 	// this long after they ended; AuditRetention and
 	// WebhookEventRetention delete audit entries and recorded webhook
@@ -112,6 +117,7 @@ var knownVars = []string{
 	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
 	"KICI_MAX_JOBS_PER_RUN", "KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
 	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS", "KICI_INSTANCE_HEARTBEAT_MS",
+	"KICI_GIT_ALLOW_FILE_URLS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
@@ -189,6 +195,13 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 			errs = append(errs, fmt.Errorf("KICI_TRUSTED_PROXIES=%q: %w", v, err))
 		}
 		c.TrustedProxies = p
+	}
+	if v := getenv("KICI_GIT_ALLOW_FILE_URLS"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("KICI_GIT_ALLOW_FILE_URLS=%q: want true or false", v))
+		}
+		c.AllowFileGitURLs = on
 	}
 	c.ArchiveCacheEntries = DefaultArchiveCacheEntries
 	if v := getenv("KICI_ARCHIVE_CACHE_ENTRIES"); v != "" {

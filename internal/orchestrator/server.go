@@ -172,7 +172,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s,
-		TrustedProxies: s.cfg.TrustedProxies}
+		TrustedProxies: s.cfg.TrustedProxies, AllowFileGitURLs: s.cfg.AllowFileGitURLs}
 	if n := s.cfg.ArchiveCacheEntries; n > 0 {
 		if apiCfg.Archives, err = archivecache.New(filepath.Join(s.cfg.DataDir, "archive-cache"), n, s.log); err != nil {
 			return err
