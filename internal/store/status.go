@@ -15,10 +15,10 @@ type RunStatus string
 const (
 	RunAwaitingApproval RunStatus = "awaiting_approval"
 	RunPending          RunStatus = "pending"
-	RunRunning   RunStatus = "running"
-	RunSuccess   RunStatus = "success"
-	RunFailure   RunStatus = "failure"
-	RunCancelled RunStatus = "cancelled"
+	RunRunning          RunStatus = "running"
+	RunSuccess          RunStatus = "success"
+	RunFailure          RunStatus = "failure"
+	RunCancelled        RunStatus = "cancelled"
 )
 
 // JobStatus is the status of a job.

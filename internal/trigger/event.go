@@ -94,6 +94,9 @@ type Event struct {
 	// Fork is true when a pull request comes from another repository than
 	// its base (or from a fork that has since been deleted).
 	Fork bool `json:"fork,omitempty"`
+	// HeadRepo is the repository a pull request comes from
+	// (pull_request.head.repo.full_name); empty when it is gone.
+	HeadRepo string `json:"head_repo,omitempty"`
 	// ChangedFiles are the repository-relative paths the event changed,
 	// sorted and without duplicates. Meaningful only with ChangedFilesKnown.
 	ChangedFiles []string `json:"changed_files,omitempty"`

@@ -216,6 +216,10 @@ func githubPullRequest(body []byte) (Event, error) {
 	// A head repository that is gone (null) was a fork: the base
 	// repository cannot be deleted while its pull request is delivered.
 	fork := pr.Head.Repo == nil || pr.Head.Repo.FullName != baseRepo
+	headRepo := ""
+	if pr.Head.Repo != nil {
+		headRepo = pr.Head.Repo.FullName
+	}
 	if fork && pr.Base.SHA == "" {
 		return Event{}, fmt.Errorf("%s: missing %q (a pull request from a fork runs the base commit's workflows)", what, "pull_request.base.sha")
 	}
@@ -233,6 +237,7 @@ func githubPullRequest(body []byte) (Event, error) {
 		HeadBranch: pr.Head.Ref,
 		Action:     p.Action,
 		Fork:       fork,
+		HeadRepo:   headRepo,
 		Actor:      p.Sender.Login,
 	}, nil
 }
