@@ -88,6 +88,10 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 		// A cancelled run: its event stream ends at once.
 		done := h.trigger(t, "walk")[0].ID
 		h.mustAdmin(t, http.MethodPost, "/api/v1/runs/"+done+"/cancel", nil, http.StatusOK, nil)
+		// A source whose forks' pull requests await approval: each approve
+		// call gets a fresh awaiting run.
+		forkDir, forkBase, forkHead := forkRepo(t)
+		h.addForkSource(t, "walk-fork", forkDir, "approve")
 
 		var seq atomic.Int64
 		unique := func(prefix string) string { return fmt.Sprintf("%s%d", prefix, seq.Add(1)) }
@@ -111,11 +115,15 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 				h.mustAdmin(t, http.MethodPost, "/api/v1/sources", apiv1.Source{Name: name, Kind: "git", URL: "https://example.com/x.git"}, http.StatusCreated, nil)
 				return "/api/v1/sources/" + name, "", http.StatusNoContent
 			},
-			"POST /api/v1/sources/{name}/trigger":   static("/api/v1/sources/walk/trigger", `{"event": "push", "ref": "main"}`, http.StatusOK),
-			"GET /api/v1/runs":                      static("/api/v1/runs", "", http.StatusOK),
-			"GET /api/v1/runs/{id}":                 static("/api/v1/runs/"+run, "", http.StatusOK),
-			"POST /api/v1/runs/{id}/cancel":         static("/api/v1/runs/"+done+"/cancel", "", http.StatusOK),
-			"POST /api/v1/runs/{id}/rerun":          static("/api/v1/runs/"+done+"/rerun", "", http.StatusCreated),
+			"POST /api/v1/sources/{name}/trigger": static("/api/v1/sources/walk/trigger", `{"event": "push", "ref": "main"}`, http.StatusOK),
+			"GET /api/v1/runs":                    static("/api/v1/runs", "", http.StatusOK),
+			"GET /api/v1/runs/{id}":               static("/api/v1/runs/"+run, "", http.StatusOK),
+			"POST /api/v1/runs/{id}/cancel":       static("/api/v1/runs/"+done+"/cancel", "", http.StatusOK),
+			"POST /api/v1/runs/{id}/rerun":        static("/api/v1/runs/"+done+"/rerun", "", http.StatusCreated),
+			"POST /api/v1/runs/{id}/approve": func(t *testing.T) (string, string, int) {
+				id := h.forkRunID(t, "walk-fork", unique("walk-pr-"), forkBase, forkHead)
+				return "/api/v1/runs/" + id + "/approve", "", http.StatusOK
+			},
 			"GET /api/v1/runs/{id}/jobs/{job}/logs": static("/api/v1/runs/"+run+"/jobs/build/logs", "", http.StatusOK),
 			"GET /api/v1/runs/{id}/events":          static("/api/v1/runs/"+done+"/events", "", http.StatusOK),
 			"GET /api/v1/queue":                     static("/api/v1/queue", "", http.StatusOK),
