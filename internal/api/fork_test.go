@@ -255,6 +255,12 @@ func TestForkPullRequestPolicies(t *testing.T) {
 			if r := h.admin(t, http.MethodPost, "/api/v1/runs/nope/approve", nil); r.status != http.StatusNotFound {
 				t.Errorf("approve a missing run: got %d, want 404", r.status)
 			}
+			// A rerun of the approved run needs an approval of its own.
+			var child apiv1.RunRef
+			h.mustAdmin(t, http.MethodPost, "/api/v1/runs/"+id+"/rerun", nil, http.StatusCreated, &child)
+			if got := h.getRun(t, child.ID); got.Status != apiv1.RunAwaitingApproval || len(h.queuedJobs(t, child.ID)) != 0 {
+				t.Errorf("rerun of a fork's approved run: got status %s, want awaiting_approval with nothing queued", got.Status)
+			}
 		})
 
 		t.Run("an awaiting run can be cancelled", func(t *testing.T) {
