@@ -19,10 +19,10 @@ import (
 const (
 	runAwaitingApproval = "awaiting_approval"
 	runPending          = "pending"
-	runRunning   = "running"
-	runSuccess   = "success"
-	runFailure   = "failure"
-	runCancelled = "cancelled"
+	runRunning          = "running"
+	runSuccess          = "success"
+	runFailure          = "failure"
+	runCancelled        = "cancelled"
 )
 
 var runStatuses = []string{runAwaitingApproval, runPending, runRunning, runSuccess, runFailure, runCancelled}
