@@ -76,6 +76,7 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	f.scalerRoutes(mux)
 	f.diagnoseRoutes(mux)
 	f.accessRoutes(mux)
+	f.approveRoutes(mux)
 	f.srv = httptest.NewServer(f.record(mux))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -147,8 +148,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // The canned data.
 
 var fakeSources = []apiv1.Source{
-	{Name: "hello", Kind: "local", Path: "/srv/kici/examples/hello", CreatedAt: before(2 * time.Hour)},
-	{Name: "app", Kind: "github", Repo: "kici-dev/app", CreatedAt: before(26 * time.Hour)},
+	{Name: "hello", Kind: "local", Path: "/srv/kici/examples/hello", ForkPullRequests: "approve", CreatedAt: before(2 * time.Hour)},
+	{Name: "app", Kind: "github", Repo: "kici-dev/app", ForkPullRequests: "run", CreatedAt: before(26 * time.Hour)},
 }
 
 func pushEvent(ref string) json.RawMessage {
@@ -268,6 +269,9 @@ func (f *fakeAPI) createSource(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.WebhookSecret = ""
+	if s.ForkPullRequests == "" {
+		s.ForkPullRequests = "approve"
+	}
 	s.CreatedAt = fakeNow
 	writeJSONStatus(w, http.StatusCreated, s)
 }

@@ -14,16 +14,18 @@ import (
 	"github.com/kici-dev/kici/internal/apiv1"
 )
 
-// The run statuses of CONTRACT.md.
+// The run statuses of CONTRACT.md. A run awaiting approval (a fork's pull
+// request) has not started: `kici-admin runs approve ID` starts it.
 const (
-	runPending   = "pending"
-	runRunning   = "running"
-	runSuccess   = "success"
-	runFailure   = "failure"
-	runCancelled = "cancelled"
+	runAwaitingApproval = "awaiting_approval"
+	runPending          = "pending"
+	runRunning          = "running"
+	runSuccess          = "success"
+	runFailure          = "failure"
+	runCancelled        = "cancelled"
 )
 
-var runStatuses = []string{runPending, runRunning, runSuccess, runFailure, runCancelled}
+var runStatuses = []string{runAwaitingApproval, runPending, runRunning, runSuccess, runFailure, runCancelled}
 
 // maxReconnects is how many times in a row a follower opens a run's event
 // stream again when it ends, without any event, before the run has.

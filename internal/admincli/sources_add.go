@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/spf13/cobra"
@@ -16,8 +18,12 @@ type sourcesAddFlags struct {
 	gitURL        string
 	github        string
 	webhookSecret string
+	forkPolicy    string
 	output        string
 }
+
+// forkPolicies are the values of --fork-pull-requests, the default first.
+var forkPolicies = []string{"approve", "run", "ignore"}
 
 // githubRepo is OWNER/REPO as GitHub allows the two names.
 var githubRepo = regexp.MustCompile(`^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$`)
@@ -25,7 +31,7 @@ var githubRepo = regexp.MustCompile(`^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$`)
 func newSourcesAddCmd(a *app) *cobra.Command {
 	var f sourcesAddFlags
 	cmd := &cobra.Command{
-		Use:   "add NAME (--path DIR | --git-url URL | --github OWNER/REPO) [--webhook-secret S]",
+		Use:   "add NAME (--path DIR | --git-url URL | --github OWNER/REPO) [--webhook-secret S] [--fork-pull-requests approve|run|ignore]",
 		Short: "Register a repository as a source",
 		Long: `Register a repository under NAME, from exactly one of:
 
@@ -40,10 +46,22 @@ func newSourcesAddCmd(a *app) *cobra.Command {
 --webhook-secret is the HMAC secret that signs deliveries to
 /webhooks/github/NAME (GitHub's, for a source of any kind) or
 /webhooks/generic/NAME (kici's generic payload). The server keeps it and
-never shows it again.`,
+never shows it again.
+
+--fork-pull-requests says what a pull request from a fork does. Its runs
+always use the workflows of the pull request's base commit, never the
+fork's, on the fork's code; then:
+
+  approve  (the default) each run waits with status awaiting_approval until
+           an owner or admin runs kici-admin runs approve ID, which starts
+           it with the source's secrets
+  run      each run starts at once without secrets (a declared secret
+           reads empty)
+  ignore   nothing starts`,
 		Example: `  kici-admin sources add hello --path examples/hello
   kici-admin sources add app --github kici-dev/app --webhook-secret "$SECRET"
-  kici-admin sources add lib --git-url https://git.example.com/lib.git -o json`,
+  kici-admin sources add lib --git-url https://git.example.com/lib.git -o json
+  kici-admin sources add oss --github kici-dev/oss --webhook-secret "$SECRET" --fork-pull-requests run`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(f.output); err != nil {
@@ -77,15 +95,19 @@ never shows it again.`,
 	fl.StringVar(&f.gitURL, "git-url", "", "a git remote `URL` the orchestrator clones (kind git)")
 	fl.StringVar(&f.github, "github", "", "a GitHub repository as `OWNER/REPO` (kind github)")
 	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC `SECRET` of webhook deliveries for this source")
+	fl.StringVar(&f.forkPolicy, "fork-pull-requests", "", "what a pull request from a fork does: `POLICY` approve (default), run (without secrets) or ignore")
 	addOutputFlag(cmd, &f.output)
 	return cmd
 }
 
 // source builds the request from the flags: exactly one location.
 func (f *sourcesAddFlags) source(name string) (apiv1.Source, error) {
-	src := apiv1.Source{Name: name, WebhookSecret: f.webhookSecret}
+	src := apiv1.Source{Name: name, WebhookSecret: f.webhookSecret, ForkPullRequests: f.forkPolicy}
 	if name == "" {
 		return src, usagef("NAME must not be empty")
+	}
+	if f.forkPolicy != "" && !slices.Contains(forkPolicies, f.forkPolicy) {
+		return src, usagef("--fork-pull-requests %q: want one of %s", f.forkPolicy, strings.Join(forkPolicies, ", "))
 	}
 	set := 0
 	for _, v := range []string{f.path, f.gitURL, f.github} {

@@ -12,5 +12,7 @@ func TestSourcesAdd(t *testing.T) {
 		{name: "sources-add-two-locations", args: []string{"sources", "add", "x", "--path", "/x", "--github", "a/b"}, code: 2},
 		{name: "sources-add-bad-github", args: []string{"sources", "add", "x", "--github", "nope"}, code: 2},
 		{name: "sources-add-no-name", args: []string{"sources", "add", "--path", "/x"}, code: 2},
+		{name: "sources-add-fork-run-json", args: []string{"sources", "add", "oss", "--github", "kici-dev/oss", "--fork-pull-requests", "run", "-o", "json"}, code: 0},
+		{name: "sources-add-fork-bad", args: []string{"sources", "add", "oss", "--github", "kici-dev/oss", "--fork-pull-requests", "always"}, code: 2},
 	})
 }

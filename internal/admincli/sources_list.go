@@ -51,9 +51,9 @@ func newSourcesListCmd(a *app) *cobra.Command {
 // printSources writes sources as a table.
 func printSources(w io.Writer, now time.Time, sources []apiv1.Source) {
 	tw := newTable(w)
-	tw.row("NAME", "KIND", "LOCATION", "CREATED")
+	tw.row("NAME", "KIND", "LOCATION", "FORK PRS", "CREATED")
 	for _, s := range sources {
-		tw.row(s.Name, s.Kind, dash(sourceLocation(s)), ago(now, s.CreatedAt))
+		tw.row(s.Name, s.Kind, dash(sourceLocation(s)), dash(s.ForkPullRequests), ago(now, s.CreatedAt))
 	}
 	tw.flush()
 }

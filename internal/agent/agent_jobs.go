@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -201,7 +202,9 @@ func eventFromEnv(env map[string]string) (workflow.EventVars, map[string]string)
 		HeadBranch: env["KICI_EVENT_HEAD_BRANCH"],
 		Action:     env["KICI_EVENT_ACTION"],
 		Actor:      env["KICI_EVENT_ACTOR"],
+		Fork:       env["KICI_EVENT_FORK"] == "true",
 	}
+	ev.Number, _ = strconv.Atoi(env["KICI_EVENT_NUMBER"])
 	inputs := map[string]string{}
 	for k, v := range env {
 		name, ok := strings.CutPrefix(k, "KICI_INPUT_")

@@ -180,6 +180,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/runs/{id}", adminToken, auth.RunRead, "run.read", s.getRun},
 		{"POST /api/v1/runs/{id}/cancel", adminToken, auth.RunCancel, "run.cancel", s.cancelRun},
 		{"POST /api/v1/runs/{id}/rerun", adminToken, auth.RunTrigger, "run.rerun", s.rerunRun},
+		{"POST /api/v1/runs/{id}/approve", adminToken, auth.RunApprove, "run.approve", s.approveRun},
 		{"GET /api/v1/runs/{id}/jobs/{job}/logs", adminToken, auth.RunRead, "run.logs.read", s.jobLogs},
 		{"GET /api/v1/runs/{id}/events", adminToken, auth.RunRead, "run.events.read", s.runEvents},
 		{"GET /api/v1/queue", adminToken, auth.RunRead, "queue.list", s.queue},

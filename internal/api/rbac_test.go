@@ -88,6 +88,10 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 		// A cancelled run: its event stream ends at once.
 		done := h.trigger(t, "walk")[0].ID
 		h.mustAdmin(t, http.MethodPost, "/api/v1/runs/"+done+"/cancel", nil, http.StatusOK, nil)
+		// A source whose forks' pull requests await approval: each approve
+		// call gets a fresh awaiting run.
+		forkDir, forkBase, forkHead := forkRepo(t)
+		h.addForkSource(t, "walk-fork", forkDir, "approve")
 
 		var seq atomic.Int64
 		unique := func(prefix string) string { return fmt.Sprintf("%s%d", prefix, seq.Add(1)) }
@@ -118,6 +122,10 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 				return "/api/v1/runs/" + h.trigger(t, "walk")[0].ID + "/cancel", "", http.StatusOK
 			},
 			"POST /api/v1/runs/{id}/rerun":          static("/api/v1/runs/"+done+"/rerun", "", http.StatusCreated),
+			"POST /api/v1/runs/{id}/approve": func(t *testing.T) (string, string, int) {
+				id := h.forkRunID(t, "walk-fork", unique("walk-pr-"), forkBase, forkHead)
+				return "/api/v1/runs/" + id + "/approve", "", http.StatusOK
+			},
 			"GET /api/v1/runs/{id}/jobs/{job}/logs": static("/api/v1/runs/"+run+"/jobs/build/logs", "", http.StatusOK),
 			"GET /api/v1/runs/{id}/events":          static("/api/v1/runs/"+done+"/events", "", http.StatusOK),
 			"GET /api/v1/queue":                     static("/api/v1/queue", "", http.StatusOK),

@@ -14,11 +14,12 @@ import (
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/logs"
 	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/scheduler"
 	"github.com/kici-dev/kici/internal/store"
 )
 
 // runStatuses are the statuses a run can have, for the status filter.
-var runStatuses = []store.RunStatus{store.RunPending, store.RunRunning, store.RunSuccess, store.RunFailure, store.RunCancelled}
+var runStatuses = []store.RunStatus{store.RunAwaitingApproval, store.RunPending, store.RunRunning, store.RunSuccess, store.RunFailure, store.RunCancelled}
 
 func toAPIRun(run store.Run) apiv1.Run {
 	out := apiv1.Run{
@@ -44,7 +45,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := store.RunFilter{Status: store.RunStatus(q.Get("status")), Source: q.Get("source"), Limit: 50}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("status %q: want one of pending, running, success, failure, cancelled", f.Status))
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("status %q: want one of awaiting_approval, pending, running, success, failure, cancelled", f.Status))
 		return
 	}
 	if v := q.Get("limit"); v != "" {
@@ -96,6 +97,33 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run, err = s.disp.Cancel(r.Context(), id, in.Force, "cancelled by request")
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", id), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toAPIRun(run))
+}
+
+// approveRun starts a run that awaits approval (a fork's pull request under
+// the fork policy approve) with its source's secrets. A run in any other
+// status gets 409.
+func (s *Server) approveRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	p := principal(r)
+	approver := p.Name
+	if approver == "" {
+		approver = p.ID
+	}
+	audited(r, "run:"+id, "approved by "+approver)
+	run, err := s.pipe.Approve(r.Context(), id, approver)
+	if errors.Is(err, scheduler.ErrNotAwaitingApproval) {
+		status := "unknown"
+		if cur, gerr := s.db.GetRun(r.Context(), id); gerr == nil {
+			status = string(cur.Status)
+		}
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %q is %s, not awaiting_approval: only a run awaiting approval can be approved", id, status))
+		return
+	}
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
 		return

@@ -48,7 +48,7 @@ func TestListRuns(t *testing.T) {
 			{name: "negative limit", query: "?limit=-1", wantStatus: http.StatusBadRequest, wantError: `limit "-1": want 1 to 1000`},
 			{name: "limit over 1000", query: "?limit=1001", wantStatus: http.StatusBadRequest, wantError: `limit "1001": want 1 to 1000`},
 			{name: "limit not a number", query: "?limit=ten", wantStatus: http.StatusBadRequest, wantError: `limit "ten": want 1 to 1000`},
-			{name: "unknown status", query: "?status=done", wantStatus: http.StatusBadRequest, wantError: `status "done": want one of pending, running, success, failure, cancelled`},
+			{name: "unknown status", query: "?status=done", wantStatus: http.StatusBadRequest, wantError: `status "done": want one of awaiting_approval, pending, running, success, failure, cancelled`},
 			{name: "job status", query: "?status=queued", wantStatus: http.StatusBadRequest, wantError: `status "queued": want one of`},
 		}
 		for _, tt := range tests {

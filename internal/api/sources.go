@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/kici-dev/kici/internal/apiv1"
@@ -29,7 +31,10 @@ var commitSHARE = regexp.MustCompile(`^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
 var githubRepoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$`)
 
 func toAPISource(s store.Source) apiv1.Source {
-	out := apiv1.Source{Name: s.Name, Kind: string(s.Kind), CreatedAt: s.CreatedAt}
+	out := apiv1.Source{Name: s.Name, Kind: string(s.Kind), ForkPullRequests: string(s.ForkPullRequests), CreatedAt: s.CreatedAt}
+	if out.ForkPullRequests == "" {
+		out.ForkPullRequests = string(store.ForkApprove)
+	}
 	switch string(s.Kind) {
 	case source.KindLocal:
 		out.Path = s.Location
@@ -59,12 +64,19 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &in) {
 		return
 	}
-	audited(r, "source:"+in.Name, fmt.Sprintf("kind %s", in.Kind))
+	audited(r, "source:"+in.Name, fmt.Sprintf("kind %s, fork_pull_requests %s", in.Kind, cmp.Or(in.ForkPullRequests, string(store.ForkApprove))))
 	if !sourceNameRE.MatchString(in.Name) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("source name %q: use 1 to 63 lower-case letters, digits, '.', '_' and '-'", in.Name))
 		return
 	}
-	row := store.Source{Name: in.Name, Kind: store.SourceKind(in.Kind)}
+	row := store.Source{Name: in.Name, Kind: store.SourceKind(in.Kind), ForkPullRequests: store.ForkApprove}
+	if in.ForkPullRequests != "" {
+		row.ForkPullRequests = store.ForkPolicy(in.ForkPullRequests)
+		if !slices.Contains(store.ForkPolicies, row.ForkPullRequests) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("fork_pull_requests %q: want approve, run or ignore", in.ForkPullRequests))
+			return
+		}
+	}
 	switch in.Kind {
 	case source.KindLocal:
 		if in.Path == "" {

@@ -250,6 +250,11 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 		s.pipelineError(w, name, err)
 		return
 	}
+	if res.Ignored != "" {
+		record(verdictIgnored, res.Ignored, nil)
+		writeJSON(w, http.StatusOK, map[string]any{"ignored": true, "reason": res.Ignored})
+		return
+	}
 	var ids []string
 	for _, run := range res.Runs {
 		ids = append(ids, run.ID)

@@ -27,8 +27,13 @@ type Source struct {
 	URL  string `json:"url,omitempty"`
 	Repo string `json:"repo,omitempty"`
 	// WebhookSecret is accepted on create and never returned.
-	WebhookSecret string    `json:"webhook_secret,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
+	WebhookSecret string `json:"webhook_secret,omitempty"`
+	// ForkPullRequests is what a pull request from a fork does: approve
+	// (the default when empty on create: the run awaits approval), run
+	// (it starts at once without secrets) or ignore (nothing starts).
+	// Always set in answers.
+	ForkPullRequests string    `json:"fork_pull_requests,omitempty"`
+	CreatedAt        time.Time `json:"created_at"`
 }
 
 // SourceList is GET /api/v1/sources.
@@ -111,6 +116,18 @@ type Step struct {
 type RunList struct {
 	Runs []Run `json:"runs"`
 }
+
+// Run statuses a client may see, in the order a run goes through them. A
+// run awaiting approval (a pull request from a fork) waits for
+// POST /api/v1/runs/{id}/approve before any job is queued.
+const (
+	RunAwaitingApproval = "awaiting_approval"
+	RunPending          = "pending"
+	RunRunning          = "running"
+	RunSuccess          = "success"
+	RunFailure          = "failure"
+	RunCancelled        = "cancelled"
+)
 
 // CancelRequest is POST /api/v1/runs/{id}/cancel.
 type CancelRequest struct {

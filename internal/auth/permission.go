@@ -12,7 +12,8 @@ type Permission string
 // The permissions. The names are those of the reference orchestrator's
 // RBAC (operator.md §7.1), with its later additions (scaler.read,
 // scaler.manage, peer.manage), plus run.trigger, which kici adds for
-// starting runs by hand (the reference left trigger routes unchecked).
+// starting runs by hand (the reference left trigger routes unchecked), and
+// run.approve, for starting a fork's pull request run with secrets.
 // Some guard features kici does not have yet; they are listed so that
 // roles are complete when those features arrive.
 const (
@@ -30,6 +31,7 @@ const (
 	RunRead             Permission = "run.read"               // runs, jobs, logs, events, the queue
 	RunCancel           Permission = "run.cancel"             // cancel runs
 	RunTrigger          Permission = "run.trigger"            // trigger and rerun runs (kici's addition)
+	RunApprove          Permission = "run.approve"            // start a fork's run that awaits approval, with secrets (kici's addition)
 	EventLogRead        Permission = "event_log.read"         // webhook delivery metadata
 	EventLogReadPayload Permission = "event_log.read_payload" // webhook payload bodies
 	AccessLogRead       Permission = "access_log.read"        // the access log
@@ -52,7 +54,7 @@ var Permissions = []Permission{
 	ContextCreate, ContextRead, ContextUpdate, ContextDelete,
 	SecretRead, SecretWrite, SecretDelete, SecretReveal,
 	AuditRead, TokenManage, KeyRotate,
-	RunRead, RunCancel, RunTrigger,
+	RunRead, RunCancel, RunTrigger, RunApprove,
 	EventLogRead, EventLogReadPayload, AccessLogRead, ScheduledJobTrigger,
 	EventDLQRead, EventDLQManage, AttestationRetry, OrchestratorDrain,
 	CITrustRead, CITrustAdmin, ScalerRead, ScalerManage, PeerManage,

@@ -480,6 +480,30 @@ func (l logSink) AppendLog(ctx context.Context, runID, jobID string, attempt, st
 	return err
 }
 
+// resolveSecrets returns the values of the secrets job declares (workflow
+// `secrets:`), and only those of its source or of every source. A run whose
+// secrets are withheld (a fork's pull request under the fork policy "run")
+// gets each declared secret as the empty string, never its value, and never
+// an error for one that is not set.
+func (b dispatchBuilder) resolveSecrets(ctx context.Context, run store.Run, rec scheduler.Record, job store.Job) (map[string]string, error) {
+	if rec.SecretsWithheld {
+		if len(job.Spec.Secrets) == 0 {
+			return nil, nil
+		}
+		out := make(map[string]string, len(job.Spec.Secrets))
+		for _, name := range job.Spec.Secrets {
+			out[name] = ""
+		}
+		return out, nil
+	}
+	values, err := b.secrets.Resolve(ctx, run.Source, job.Spec.Secrets)
+	var missing *secrets.MissingError
+	if errors.As(err, &missing) {
+		return nil, &dispatch.UnrunnableError{Reason: missing.Error()}
+	}
+	return values, err
+}
+
 // dispatchBuilder fills in a dispatch: the source archive to fetch with
 // the job token, run metadata, and the secrets the job declares.
 type dispatchBuilder struct {
@@ -489,18 +513,12 @@ type dispatchBuilder struct {
 }
 
 func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job store.Job, attempt int) (*protocol.JobDispatch, error) {
-	ev, inputs, err := scheduler.DecodeEvent(run.Event)
+	rec, err := scheduler.DecodeRecord(run.Event)
 	if err != nil {
 		return nil, err
 	}
-	vars := ev.Vars()
-	// Only the secrets the job declares (workflow `secrets:`), and only
-	// those of its source or of every source.
-	values, err := b.secrets.Resolve(ctx, run.Source, job.Spec.Secrets)
-	var missing *secrets.MissingError
-	if errors.As(err, &missing) {
-		return nil, &dispatch.UnrunnableError{Reason: missing.Error()}
-	}
+	vars, inputs := rec.Vars(), rec.ResolvedInputs
+	values, err := b.resolveSecrets(ctx, run, rec, job)
 	if err != nil {
 		return nil, err
 	}

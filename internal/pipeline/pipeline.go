@@ -1,5 +1,6 @@
 // Package pipeline turns an event on a source into runs: it resolves the
-// commit, reads the workflows at that commit (a committed lock file, or
+// commit, reads the workflows at that commit (for a pull request from a
+// fork: at its base commit, never the fork's; a committed lock file, or
 // the YAML compiled on the spot), fills in the changed files when a path
 // filter needs them, matches every workflow and asks the scheduler for one
 // run per matched workflow. It also re-runs a run at its original commit.
@@ -127,13 +128,39 @@ type Result struct {
 	Event     trigger.Event
 	Decisions []trigger.Decision
 	Runs      []store.Run
+	// Ignored says why nothing was even matched (a pull request from a
+	// fork on a source whose fork policy is ignore); empty otherwise.
+	Ignored string
 }
 
 // Trigger runs the pipeline for one event on a source.
+//
+// A pull request from a fork (ev.Fork) is matched against the workflows of
+// its base commit (ev.BaseSHA), never the fork's own, while its runs build
+// the fork's head commit (ev.SHA). The source's fork policy then says what
+// happens: approve (the default) creates each run awaiting approval, run
+// starts it with secrets withheld, ignore starts nothing and says so in
+// Result.Ignored.
 func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Event) (Result, error) {
-	_, src, err := p.Source(ctx, sourceName)
+	row, src, err := p.Source(ctx, sourceName)
 	if err != nil {
 		return Result{}, err
+	}
+	var policy store.ForkPolicy
+	workflowsAt := "" // the commit the workflows are read at; "" means ev.SHA
+	if ev.Kind == trigger.KindPullRequest && ev.Fork {
+		policy = row.ForkPullRequests
+		if policy == "" {
+			policy = store.ForkApprove
+		}
+		if policy == store.ForkIgnore {
+			return Result{Event: ev, Ignored: fmt.Sprintf(
+				"pull request from a fork: source %q's fork policy (fork_pull_requests) is ignore", sourceName)}, nil
+		}
+		if ev.BaseSHA == "" {
+			return Result{Event: ev}, fmt.Errorf("pull request from a fork on source %q: no base commit (pull_request.base.sha) to read the workflows at", sourceName)
+		}
+		workflowsAt = ev.BaseSHA
 	}
 	if ev.Repo == "" {
 		ev.Repo = sourceName
@@ -148,7 +175,10 @@ func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Ev
 			return Result{Event: ev}, fmt.Errorf("resolve %q on source %q: %w", ref, sourceName, err)
 		}
 	}
-	plan, err := p.plan(ctx, src, ev.SHA)
+	if workflowsAt == "" {
+		workflowsAt = ev.SHA
+	}
+	plan, err := p.plan(ctx, src, workflowsAt)
 	if err != nil {
 		return Result{Event: ev}, err
 	}
@@ -165,7 +195,7 @@ func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Ev
 		if !d.Matched {
 			continue
 		}
-		run, err := p.sched.CreateRun(ctx, scheduler.RunInput{Source: sourceName, Workflow: plan.Workflows[i], Event: ev, Inputs: d.Inputs})
+		run, err := p.sched.CreateRun(ctx, scheduler.RunInput{Source: sourceName, Workflow: plan.Workflows[i], Event: ev, Inputs: d.Inputs, ForkPolicy: policy})
 		if err != nil {
 			return res, err
 		}
@@ -222,12 +252,21 @@ func needsPaths(plan *workflow.Plan) bool {
 	return false
 }
 
+// Approve starts a run that awaits approval (see scheduler.Approve);
+// approver names who approved it, for the run's timeline.
+func (p *Pipeline) Approve(ctx context.Context, runID, approver string) (store.Run, error) {
+	return p.sched.Approve(ctx, runID, approver)
+}
+
 // Rerun starts a new run of a run's workflow, at the same commit and for
-// the same event, as its child.
+// the same event, as its child. A rerun of a fork's pull request keeps
+// the fork policy it ran under: it awaits approval again, or runs without
+// secrets again.
 func (p *Pipeline) Rerun(ctx context.Context, run store.Run) (store.Run, error) {
-	ev, inputs, err := scheduler.DecodeEvent(run.Event)
+	rec, err := scheduler.DecodeRecord(run.Event)
 	if err != nil {
 		return store.Run{}, err
 	}
-	return p.sched.CreateRun(ctx, scheduler.RunInput{Source: run.Source, Workflow: run.Plan, Event: ev, Inputs: inputs, ParentRunID: run.ID})
+	return p.sched.CreateRun(ctx, scheduler.RunInput{Source: run.Source, Workflow: run.Plan, Event: rec.Event,
+		Inputs: rec.ResolvedInputs, ParentRunID: run.ID, ForkPolicy: rec.ForkPolicy})
 }

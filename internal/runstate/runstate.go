@@ -48,16 +48,21 @@ func JobTerminal(s store.JobStatus) bool {
 
 // Run transitions:
 //
-//	pending ──► running ──► success | failure | cancelled
-//	   └──────────────────► success | failure | cancelled
+//	awaiting_approval ──► pending ──► running ──► success | failure | cancelled
+//	        │                └──────────────────► success | failure | cancelled
+//	        └──► running (approved, a job already running: never today)
+//	        └──► cancelled
 //
 // (a run whose jobs are all skipped, or that is cancelled or fails before
-// any job runs, ends straight from pending).
+// any job runs, ends straight from pending). A run awaiting approval (a
+// pull request from a fork) is approved to pending, or cancelled; it
+// cannot succeed or fail, since none of its jobs may run.
 var runFrom = map[store.RunStatus][]store.RunStatus{
-	store.RunRunning:   {store.RunPending},
+	store.RunPending:   {store.RunAwaitingApproval},
+	store.RunRunning:   {store.RunAwaitingApproval, store.RunPending},
 	store.RunSuccess:   {store.RunPending, store.RunRunning},
 	store.RunFailure:   {store.RunPending, store.RunRunning},
-	store.RunCancelled: {store.RunPending, store.RunRunning},
+	store.RunCancelled: {store.RunAwaitingApproval, store.RunPending, store.RunRunning},
 }
 
 // RunFrom returns the statuses a run may be in to move to to.

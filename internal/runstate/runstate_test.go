@@ -48,7 +48,7 @@ func TestJobTransitions(t *testing.T) {
 
 func TestRunAndStepTerminalsAreFinal(t *testing.T) {
 	t.Parallel()
-	for _, to := range []store.RunStatus{store.RunPending, store.RunRunning, store.RunSuccess, store.RunFailure, store.RunCancelled} {
+	for _, to := range []store.RunStatus{store.RunAwaitingApproval, store.RunPending, store.RunRunning, store.RunSuccess, store.RunFailure, store.RunCancelled} {
 		for _, from := range RunFrom(to) {
 			if RunTerminal(from) {
 				t.Errorf("terminal run status %s may move to %s", from, to)
@@ -64,5 +64,35 @@ func TestRunAndStepTerminalsAreFinal(t *testing.T) {
 	}
 	if slices.Contains(RunFrom(store.RunRunning), store.RunSuccess) {
 		t.Errorf("success → running allowed")
+	}
+}
+
+func TestRunTransitions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		from, to store.RunStatus
+		legal    bool
+	}{
+		{name: "approve", from: store.RunAwaitingApproval, to: store.RunPending, legal: true},
+		{name: "approve while a job starts", from: store.RunAwaitingApproval, to: store.RunRunning, legal: true},
+		{name: "cancel an awaiting run", from: store.RunAwaitingApproval, to: store.RunCancelled, legal: true},
+		{name: "an awaiting run cannot succeed", from: store.RunAwaitingApproval, to: store.RunSuccess},
+		{name: "an awaiting run cannot fail", from: store.RunAwaitingApproval, to: store.RunFailure},
+		{name: "a started run never awaits approval again", from: store.RunPending, to: store.RunAwaitingApproval},
+		{name: "a running run never awaits approval again", from: store.RunRunning, to: store.RunAwaitingApproval},
+		{name: "start", from: store.RunPending, to: store.RunRunning, legal: true},
+		{name: "a cancelled run is not approved", from: store.RunCancelled, to: store.RunPending},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := slices.Contains(RunFrom(tt.to), tt.from); got != tt.legal {
+				t.Errorf("%s → %s legal: got %v, want %v", tt.from, tt.to, got, tt.legal)
+			}
+		})
+	}
+	if RunTerminal(store.RunAwaitingApproval) {
+		t.Errorf("awaiting_approval is terminal, want not")
 	}
 }

@@ -71,22 +71,67 @@ type RunInput struct {
 	// the workflow's defaults.
 	Inputs      map[string]string
 	ParentRunID string
+	// ForkPolicy is the source's policy for a pull request from a fork,
+	// for such an event only ("" otherwise). store.ForkApprove creates the
+	// run awaiting approval (see Approve); store.ForkRun starts it with
+	// its secrets withheld (each declared secret reads empty). The run's
+	// event records both, so a rerun keeps them.
+	ForkPolicy store.ForkPolicy
 }
 
-// eventRecord is what a run stores as its event: the normalised event and
-// the inputs its jobs were bound with.
-type eventRecord struct {
+// Record is what a run stores as its event: the normalised event, the
+// inputs its jobs were bound with, and how the fork policy applied.
+type Record struct {
 	trigger.Event
 	ResolvedInputs map[string]string `json:"resolved_inputs,omitempty"`
+	// ForkPolicy is the fork policy the run was created under, for a pull
+	// request from a fork ("approve" or "run"); empty otherwise.
+	ForkPolicy store.ForkPolicy `json:"fork_policy,omitempty"`
+	// SecretsWithheld is true when the run's jobs get no secrets: each
+	// secret a job declares reads as the empty string.
+	SecretsWithheld bool `json:"secrets_withheld,omitempty"`
+}
+
+// DecodeRecord reads back a run's stored event record.
+func DecodeRecord(raw json.RawMessage) (Record, error) {
+	var rec Record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return Record{}, fmt.Errorf("decode run event: %w", err)
+	}
+	return rec, nil
 }
 
 // DecodeEvent reads back a run's stored event and inputs.
 func DecodeEvent(raw json.RawMessage) (trigger.Event, map[string]string, error) {
-	var rec eventRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return trigger.Event{}, nil, fmt.Errorf("decode run event: %w", err)
+	rec, err := DecodeRecord(raw)
+	if err != nil {
+		return trigger.Event{}, nil, err
 	}
 	return rec.Event, rec.ResolvedInputs, nil
+}
+
+// Timeline entries (job events) that say why a run of a fork's pull
+// request waits or runs without secrets, and who approved it.
+const (
+	EventAwaitingApproval = "awaiting_approval"
+	EventApproved         = "approved"
+	EventSecretsWithheld  = "secrets_withheld"
+)
+
+// ErrNotAwaitingApproval is returned by Approve for a run that is not
+// awaiting approval.
+var ErrNotAwaitingApproval = errors.New("run is not awaiting approval")
+
+// forkOrigin names where a fork's pull request comes from, for messages.
+func forkOrigin(ev trigger.Event) string {
+	from := "a fork"
+	if ev.HeadRepo != "" {
+		from = "fork " + ev.HeadRepo
+	}
+	if ev.Number > 0 {
+		return fmt.Sprintf("pull request #%d from %s", ev.Number, from)
+	}
+	return "pull request from " + from
 }
 
 // CreateRun writes a run for one matched workflow: its jobs bound to the
@@ -97,15 +142,40 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	if inputs == nil {
 		inputs = in.Workflow.DefaultInputs()
 	}
-	evRaw, err := json.Marshal(eventRecord{Event: in.Event, ResolvedInputs: inputs})
+	rec := Record{Event: in.Event, ResolvedInputs: inputs}
+	var note store.JobEvent // written to every job's timeline when set
+	await := false
+	runID := store.NewID()
+	switch in.ForkPolicy {
+	case "":
+	case store.ForkApprove:
+		rec.ForkPolicy, await = in.ForkPolicy, true
+		note = store.JobEvent{Type: EventAwaitingApproval, Detail: fmt.Sprintf(
+			"awaiting approval: %s; nothing runs until an owner or admin approves it (kici-admin runs approve %s), which starts it with the source's secrets",
+			forkOrigin(in.Event), runID)}
+	case store.ForkRun:
+		rec.ForkPolicy, rec.SecretsWithheld = in.ForkPolicy, true
+		note = store.JobEvent{Type: EventSecretsWithheld, Detail: fmt.Sprintf(
+			"secrets withheld: %s runs under the source's fork policy \"run\"; every secret the job declares reads empty",
+			forkOrigin(in.Event))}
+	default:
+		return store.Run{}, fmt.Errorf("create run of workflow %q: unknown fork policy %q", in.Workflow.Name, in.ForkPolicy)
+	}
+	evRaw, err := json.Marshal(rec)
 	if err != nil {
 		return store.Run{}, fmt.Errorf("encode event: %w", err)
 	}
 	now := s.cfg.Now()
 	nr := store.NewRun{
+		ID:     runID,
 		Source: in.Source, Workflow: in.Workflow.Name, WorkflowFile: in.Workflow.File,
 		Event: evRaw, EventKind: in.Event.Kind, Ref: in.Event.Ref, SHA: in.Event.SHA,
 		Plan: in.Workflow, ParentRunID: in.ParentRunID,
+	}
+	if await {
+		// Nothing is decided or queued before the approval: Approve moves
+		// the run to pending and advance then takes the root jobs.
+		nr.Status, nr.Error = store.RunAwaitingApproval, note.Detail
 	}
 	if s.cfg.QueueTimeout > 0 {
 		exp := now.Add(s.cfg.QueueTimeout)
@@ -120,7 +190,7 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	for _, j := range in.Workflow.Jobs {
 		bound := j.Bind(vars, inputs)
 		nj := store.NewJob{Spec: bound, Status: store.JobWaiting}
-		if len(j.Needs) == 0 {
+		if len(j.Needs) == 0 && !await {
 			run, err := workflow.EvalIf(j.If, workflow.IfContext{
 				Event: vars, Env: bound.Env, Matrix: j.Matrix, Inputs: inputs,
 				Job: workflow.StatusVars{Status: workflow.NeedSuccess},
@@ -145,6 +215,15 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 		if err != nil {
 			return err
 		}
+		if note.Type != "" {
+			for _, j := range run.Jobs {
+				ev := note
+				ev.JobID, ev.RunID, ev.CreatedAt = j.ID, run.ID, now
+				if _, err := tx.AddJobEvent(ctx, ev); err != nil {
+					return err
+				}
+			}
+		}
 		for _, j := range run.Jobs {
 			v, ok := verdicts[j.Name]
 			if !ok {
@@ -160,12 +239,57 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	if err != nil {
 		return store.Run{}, fmt.Errorf("create run of workflow %q: %w", in.Workflow.Name, err)
 	}
-	s.log.Info("run created", "run_id", run.ID, "workflow", run.Workflow, "source", run.Source, "jobs", len(run.Jobs))
-	s.publish(append([]apiv1.Event{{Kind: "run", RunID: run.ID, Status: string(store.RunPending)}}, events...))
+	s.log.Info("run created", "run_id", run.ID, "workflow", run.Workflow, "source", run.Source, "jobs", len(run.Jobs), "status", run.Status)
+	s.publish(append([]apiv1.Event{{Kind: "run", RunID: run.ID, Status: string(run.Status), Error: run.Error}}, events...))
 	if s.queue != nil {
 		s.queue.JobsQueued()
 	}
 	return run, nil
+}
+
+// Approve starts a run that awaits approval: the run becomes pending (its
+// error cleared), every job's timeline records who approved it, and its
+// root jobs are queued (or skipped by their if:) as at the creation of any
+// other run. A run in any other status gives ErrNotAwaitingApproval; a
+// missing one store.ErrNotFound.
+func (s *Scheduler) Approve(ctx context.Context, runID, approver string) (store.Run, error) {
+	var events []apiv1.Event
+	err := s.db.Tx(ctx, func(tx *store.Tx) error {
+		events = nil
+		if err := tx.LockRun(ctx, runID); err != nil {
+			return err
+		}
+		changed, err := tx.UpdateRunStatus(ctx, store.RunTransition{
+			ID: runID, From: runstate.RunFrom(store.RunPending), To: store.RunPending, Error: new(""),
+		})
+		if err != nil {
+			return err
+		}
+		if !changed {
+			return ErrNotAwaitingApproval
+		}
+		run, err := tx.GetRunOutline(ctx, runID)
+		if err != nil {
+			return err
+		}
+		now := s.cfg.Now()
+		for _, j := range run.Jobs {
+			if _, err := tx.AddJobEvent(ctx, store.JobEvent{JobID: j.ID, RunID: runID, Type: EventApproved,
+				Detail: "approved by " + approver + "; runs with the source's secrets", CreatedAt: now}); err != nil {
+				return err
+			}
+		}
+		events = append(events, apiv1.Event{Kind: "run", RunID: runID, Status: string(store.RunPending)})
+		more, err := s.advance(ctx, tx, runID)
+		events = append(events, more...)
+		return err
+	})
+	if err != nil {
+		return store.Run{}, fmt.Errorf("approve run %q: %w", runID, err)
+	}
+	s.log.Info("run approved", "run_id", runID, "by", approver)
+	s.Publish(events)
+	return s.db.GetRun(ctx, runID)
 }
 
 // endJobUnrun ends a job that never reached an agent (skipped, failed
@@ -297,7 +421,9 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 	}
 	now := s.cfg.Now()
 	var events []apiv1.Event
-	for changed := true; changed; {
+	// A run awaiting approval queues nothing; it can only end, when its
+	// jobs are cancelled.
+	for changed := run.Status != store.RunAwaitingApproval; changed; {
 		changed = false
 		for i := range run.Jobs {
 			j := &run.Jobs[i]

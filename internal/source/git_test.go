@@ -1,6 +1,7 @@
 package source_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -167,5 +168,36 @@ func TestGitMirrorOwnerOnly(t *testing.T) {
 	}
 	if n < 10 {
 		t.Errorf("walked %d entries, want a whole repository", n)
+	}
+}
+
+// TestGitFetchesPullRequestHeads checks that a commit reachable only from
+// refs/pull/N/head, where GitHub keeps a fork's pull request in the base
+// repository, is fetched on demand: a fork's run builds that commit while
+// its workflows come from the base commit.
+func TestGitFetchesPullRequestHeads(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	origin, _, c2, _ := makeRepo(t)
+	g := &source.Git{URL: "file://" + origin, CacheDir: filepath.Join(t.TempDir(), "m.git")}
+	if _, err := g.Resolve(ctx, "main"); err != nil { // the mirror exists before the pull request
+		t.Fatalf("resolve main: %v", err)
+	}
+	gitT(t, origin, "checkout", "-qb", "fork-patch")
+	head := commitTree(t, origin, merge(tree2, map[string]string{"fork.txt": "fork code\n"}), "fork change")
+	gitT(t, origin, "update-ref", "refs/pull/7/head", head)
+	gitT(t, origin, "checkout", "-q", "main")
+	gitT(t, origin, "branch", "-qD", "fork-patch")
+
+	var buf bytes.Buffer
+	if err := g.Archive(ctx, head, &buf); err != nil {
+		t.Fatalf("archive of the pull request's head: %v", err)
+	}
+	if got := untar(t, buf.Bytes())["fork.txt"]; got != "fork code\n" {
+		t.Errorf("fork.txt in the archive of the head: got %q, want the fork's file", got)
+	}
+	files, _, err := g.Workflows(ctx, c2)
+	if err != nil || len(files) == 0 {
+		t.Errorf("workflows of the base commit: got %d files, %v; want them", len(files), err)
 	}
 }

@@ -97,3 +97,66 @@ func TestMigrationFilesMatch(t *testing.T) {
 		t.Errorf("migration files differ between dialects (-sqlite +postgres):\n%s", diff)
 	}
 }
+
+// TestForkPolicyMigrationKeepsRuns migrates to 00021, writes a source and
+// a run with its jobs, then applies 00022 (which rebuilds the runs table on
+// SQLite): the run, its jobs and steps must all survive, the source reads
+// as fork policy approve, and a run may then be awaiting_approval. Going
+// down again cancels the awaiting run and keeps the rest.
+func TestForkPolicyMigrationKeepsRuns(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			db := openTestDB(t, e.config(t))
+			p, err := db.migrationProvider()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.UpTo(ctx, 21); err != nil {
+				t.Fatalf("migrate to 21: %v", err)
+			}
+			if _, err := db.exec(ctx, "INSERT INTO sources (name, kind, location, webhook_secrets, created_at) VALUES ('old', 'local', '/x', '[]', ?)", timeArg(testNow)); err != nil {
+				t.Fatalf("insert source at 21: %v", err)
+			}
+			// CreateRun writes the columns that 00021 has.
+			run := createTestRun(t, db, testJob("build", []string{"linux"}), testJob("test", []string{"linux"}, "build"))
+			if _, err := p.Up(ctx); err != nil {
+				t.Fatalf("migrate to head: %v", err)
+			}
+			got, err := db.GetRun(ctx, run.ID)
+			if err != nil {
+				t.Fatalf("get run after 00022: %v", err)
+			}
+			if len(got.Jobs) != 2 || len(got.Jobs[0].Steps) != 2 || got.Status != RunPending {
+				t.Errorf("after 00022: got run %s with %d jobs (status %s), want pending with 2 jobs of 2 steps", got.ID, len(got.Jobs), got.Status)
+			}
+			if n := countRows(t, db, "dispatch_queue"); n != 1 {
+				t.Errorf("after 00022: got %d queue rows, want 1 (build's)", n)
+			}
+			src, err := db.GetSource(ctx, "old")
+			if err != nil {
+				t.Fatalf("get source after 00022: %v", err)
+			}
+			if src.ForkPullRequests != ForkApprove {
+				t.Errorf("source added before 00022: got fork policy %q, want %q", src.ForkPullRequests, ForkApprove)
+			}
+			nr := testRun(testJob("build", []string{"linux"}))
+			nr.Status, nr.Error, nr.Jobs[0].Status, nr.Jobs[0].Enqueue = RunAwaitingApproval, "awaiting approval", JobWaiting, false
+			awaiting, err := db.CreateRun(ctx, nr)
+			if err != nil {
+				t.Fatalf("create awaiting run: %v", err)
+			}
+			if _, err := p.Down(ctx); err != nil {
+				t.Fatalf("migrate down from 19: %v", err)
+			}
+			if got, err := db.GetRun(ctx, awaiting.ID); err != nil || got.Status != RunCancelled {
+				t.Errorf("awaiting run after going down: got %s (%v), want cancelled", got.Status, err)
+			}
+			if got, err := db.GetRun(ctx, run.ID); err != nil || len(got.Jobs) != 2 {
+				t.Errorf("run after going down: got %d jobs (%v), want 2", len(got.Jobs), err)
+			}
+		})
+	}
+}

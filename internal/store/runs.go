@@ -26,7 +26,8 @@ type Run struct {
 	Ref       string
 	SHA       string
 	Status    RunStatus
-	// Error says why a run failed or was cancelled; empty otherwise.
+	// Error says why a run failed or was cancelled, or why it awaits
+	// approval; empty otherwise.
 	Error string
 	// Plan is the compiled workflow the run executes.
 	Plan workflow.Workflow
@@ -116,7 +117,10 @@ type NewRun struct {
 	Ref          string
 	SHA          string
 	// Status is the initial status; empty means RunPending.
-	Status      RunStatus
+	Status RunStatus
+	// Error is the initial error ("" for none), such as why a run awaits
+	// approval.
+	Error       string
 	Plan        workflow.Workflow
 	ParentRunID string
 	Jobs        []NewJob
@@ -215,7 +219,7 @@ func (tx *Tx) createRun(ctx context.Context, nr NewRun) (Run, error) {
 	run := Run{
 		ID: nr.ID, Source: nr.Source, Workflow: nr.Workflow, WorkflowFile: nr.WorkflowFile,
 		Event: nr.Event, EventKind: nr.EventKind, Ref: nr.Ref, SHA: nr.SHA,
-		Status: nr.Status, Plan: nr.Plan, ParentRunID: nr.ParentRunID,
+		Status: nr.Status, Error: nr.Error, Plan: nr.Plan, ParentRunID: nr.ParentRunID,
 		CreatedAt: tx.clock.Now(),
 	}
 	if run.ID == "" {
@@ -237,7 +241,7 @@ func (tx *Tx) createRun(ctx context.Context, nr NewRun) (Run, error) {
 	_, err = tx.exec(ctx,
 		"INSERT INTO runs ("+runColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		run.ID, run.Source, run.Workflow, run.WorkflowFile, string(run.Event), run.EventKind, run.Ref, run.SHA,
-		string(run.Status), nil, plan, nullStringArg(run.ParentRunID), timeArg(run.CreatedAt), nil, nil)
+		string(run.Status), nullStringArg(nr.Error), plan, nullStringArg(run.ParentRunID), timeArg(run.CreatedAt), nil, nil)
 	if err != nil {
 		return Run{}, fmt.Errorf("insert run: %w", err)
 	}

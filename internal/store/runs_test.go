@@ -413,3 +413,38 @@ func TestCreateRunInBatches(t *testing.T) {
 		}
 	})
 }
+
+// TestRunAwaitingApproval creates a run held for approval, with its error,
+// and moves it on to pending with the error cleared, as an approval does.
+func TestRunAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		nr := testRun(testJob("build", []string{"linux"}))
+		nr.Status, nr.Error = RunAwaitingApproval, "awaiting approval: a pull request from a fork"
+		nr.Jobs[0].Status, nr.Jobs[0].Enqueue = JobWaiting, false
+		run, err := db.CreateRun(ctx, nr)
+		if err != nil {
+			t.Fatalf("create: %v", err)
+		}
+		got, err := db.GetRun(ctx, run.ID)
+		if err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		if got.Status != RunAwaitingApproval || got.Error != nr.Error {
+			t.Errorf("got status %q error %q, want %q %q", got.Status, got.Error, RunAwaitingApproval, nr.Error)
+		}
+		list, err := db.ListRuns(ctx, RunFilter{Status: RunAwaitingApproval, Limit: 10})
+		if err != nil || len(list) != 1 || list[0].ID != run.ID {
+			t.Errorf("list awaiting: got %d runs (%v), want the one", len(list), err)
+		}
+		ok, err := db.UpdateRunStatus(ctx, RunTransition{ID: run.ID, From: []RunStatus{RunAwaitingApproval}, To: RunPending, Error: new("")})
+		if err != nil || !ok {
+			t.Fatalf("approve: got %v %v, want changed", ok, err)
+		}
+		got, err = db.GetRun(ctx, run.ID)
+		if err != nil || got.Status != RunPending || got.Error != "" {
+			t.Errorf("after approval: got %q %q (%v), want pending without error", got.Status, got.Error, err)
+		}
+	})
+}

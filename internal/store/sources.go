@@ -19,15 +19,18 @@ type Source struct {
 	// store keeps them as given: the orchestrator seals them first (see
 	// secrets.Service.SealWebhookSecrets).
 	WebhookSecrets []string
+	// ForkPullRequests is what a pull request from a fork does; empty
+	// means ForkApprove (the column's default).
+	ForkPullRequests ForkPolicy
 	// CreatedAt is stamped by CreateSource.
 	CreatedAt time.Time
 }
 
-const sourceColumns = "name, kind, location, webhook_secrets, created_at"
+const sourceColumns = "name, kind, location, webhook_secrets, fork_pull_requests, created_at"
 
 func scanSource(row interface{ Scan(...any) error }) (Source, error) {
 	var s Source
-	err := row.Scan(&s.Name, &s.Kind, &s.Location, jsonCol[[]string]{&s.WebhookSecrets}, timeCol{&s.CreatedAt})
+	err := row.Scan(&s.Name, &s.Kind, &s.Location, jsonCol[[]string]{&s.WebhookSecrets}, &s.ForkPullRequests, timeCol{&s.CreatedAt})
 	return s, err
 }
 
@@ -38,9 +41,12 @@ func (q *queries) CreateSource(ctx context.Context, s Source) (Source, error) {
 	if s.WebhookSecrets == nil {
 		s.WebhookSecrets = []string{}
 	}
+	if s.ForkPullRequests == "" {
+		s.ForkPullRequests = ForkApprove
+	}
 	_, err := q.exec(ctx,
-		"INSERT INTO sources ("+sourceColumns+") VALUES (?, ?, ?, ?, ?)",
-		s.Name, string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), timeArg(s.CreatedAt))
+		"INSERT INTO sources ("+sourceColumns+") VALUES (?, ?, ?, ?, ?, ?)",
+		s.Name, string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), string(s.ForkPullRequests), timeArg(s.CreatedAt))
 	if err != nil {
 		return Source{}, fmt.Errorf("create source %q: %w", s.Name, classify(err))
 	}
@@ -77,12 +83,16 @@ func (q *queries) ListSources(ctx context.Context) ([]Source, error) {
 	return out, nil
 }
 
-// UpdateSource replaces the kind, location and webhook secrets of the source
-// named s.Name; CreatedAt is kept. A missing source gives ErrNotFound.
+// UpdateSource replaces the kind, location, webhook secrets and fork policy
+// (empty: ForkApprove) of the source named s.Name; CreatedAt is kept. A
+// missing source gives ErrNotFound.
 func (q *queries) UpdateSource(ctx context.Context, s Source) error {
+	if s.ForkPullRequests == "" {
+		s.ForkPullRequests = ForkApprove
+	}
 	changed, err := q.execChanged(ctx,
-		"UPDATE sources SET kind = ?, location = ?, webhook_secrets = ? WHERE name = ?",
-		string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), s.Name)
+		"UPDATE sources SET kind = ?, location = ?, webhook_secrets = ?, fork_pull_requests = ? WHERE name = ?",
+		string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), string(s.ForkPullRequests), s.Name)
 	if err == nil && !changed {
 		err = ErrNotFound
 	}

@@ -18,7 +18,7 @@ func TestSources(t *testing.T) {
 			t.Fatalf("create: %v", err)
 		}
 		want := Source{Name: "hello", Kind: SourceLocal, Location: "/src/hello", WebhookSecrets: []string{"new", "old"},
-			CreatedAt: created.CreatedAt}
+			ForkPullRequests: ForkApprove, CreatedAt: created.CreatedAt}
 		if created.CreatedAt.IsZero() {
 			t.Errorf("got zero CreatedAt, want a stamp")
 		}
@@ -41,6 +41,7 @@ func TestSources(t *testing.T) {
 		}
 
 		want.Kind, want.Location, want.WebhookSecrets = SourceGit, "https://example.com/hello.git", []string{"newer"}
+		want.ForkPullRequests = ForkRun
 		if err := db.UpdateSource(ctx, want); err != nil {
 			t.Fatalf("update: %v", err)
 		}
@@ -69,6 +70,43 @@ func TestSources(t *testing.T) {
 			if !errors.Is(err, ErrNotFound) {
 				t.Errorf("%s: got %v, want ErrNotFound", name, err)
 			}
+		}
+	})
+}
+
+// TestSourceForkPolicy checks that each fork policy is stored as given,
+// that none given reads as approve, and that the database refuses any
+// other value.
+func TestSourceForkPolicy(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		tests := []struct {
+			name   string
+			policy ForkPolicy
+			want   ForkPolicy
+		}{
+			{name: "default", policy: "", want: ForkApprove},
+			{name: "approve", policy: ForkApprove, want: ForkApprove},
+			{name: "run", policy: ForkRun, want: ForkRun},
+			{name: "ignore", policy: ForkIgnore, want: ForkIgnore},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if _, err := db.CreateSource(ctx, Source{Name: "fork-" + tt.name, Kind: SourceLocal, Location: "/x", ForkPullRequests: tt.policy}); err != nil {
+					t.Fatalf("create: %v", err)
+				}
+				got, err := db.GetSource(ctx, "fork-"+tt.name)
+				if err != nil {
+					t.Fatalf("get: %v", err)
+				}
+				if got.ForkPullRequests != tt.want {
+					t.Errorf("got fork policy %q, want %q", got.ForkPullRequests, tt.want)
+				}
+			})
+		}
+		if _, err := db.CreateSource(ctx, Source{Name: "fork-bad", Kind: SourceLocal, Location: "/x", ForkPullRequests: "always"}); err == nil {
+			t.Errorf("create with fork policy \"always\": got no error, want the CHECK constraint's")
 		}
 	})
 }

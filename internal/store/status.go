@@ -9,13 +9,16 @@ package store
 // RunStatus is the status of a run.
 type RunStatus string
 
-// Run statuses.
+// Run statuses. A run held for approval (a pull request from a fork, under
+// the source's "approve" policy) is RunAwaitingApproval, before pending:
+// its jobs wait and nothing is queued until it is approved.
 const (
-	RunPending   RunStatus = "pending"
-	RunRunning   RunStatus = "running"
-	RunSuccess   RunStatus = "success"
-	RunFailure   RunStatus = "failure"
-	RunCancelled RunStatus = "cancelled"
+	RunAwaitingApproval RunStatus = "awaiting_approval"
+	RunPending          RunStatus = "pending"
+	RunRunning          RunStatus = "running"
+	RunSuccess          RunStatus = "success"
+	RunFailure          RunStatus = "failure"
+	RunCancelled        RunStatus = "cancelled"
 )
 
 // JobStatus is the status of a job.
@@ -65,3 +68,20 @@ const (
 	SourceGit    SourceKind = "git"
 	SourceGitHub SourceKind = "github"
 )
+
+// ForkPolicy is what a pull request from a fork does on a source.
+type ForkPolicy string
+
+// Fork policies. The zero value reads as ForkApprove (see Source).
+const (
+	// ForkApprove creates the run awaiting approval; once approved it runs
+	// with the source's secrets.
+	ForkApprove ForkPolicy = "approve"
+	// ForkRun starts the run at once, without secrets.
+	ForkRun ForkPolicy = "run"
+	// ForkIgnore starts nothing.
+	ForkIgnore ForkPolicy = "ignore"
+)
+
+// ForkPolicies lists the fork policies, the default first.
+var ForkPolicies = []ForkPolicy{ForkApprove, ForkRun, ForkIgnore}

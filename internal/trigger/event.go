@@ -78,6 +78,10 @@ type Event struct {
 	// Before is the commit Ref pointed at before a push (all zeros for a
 	// new ref), or before a pull request's synchronize.
 	Before string `json:"before,omitempty"`
+	// BaseSHA is the commit a pull request's base branch was at when the
+	// delivery was sent (pull_request.base.sha). The workflows of a pull
+	// request from a fork are read at this commit, never at SHA.
+	BaseSHA string `json:"base_sha,omitempty"`
 	// Number is the pull request's number.
 	Number int `json:"number,omitempty"`
 	// BaseBranch is the branch a pull request targets.
@@ -90,6 +94,9 @@ type Event struct {
 	// Fork is true when a pull request comes from another repository than
 	// its base (or from a fork that has since been deleted).
 	Fork bool `json:"fork,omitempty"`
+	// HeadRepo is the repository a pull request comes from
+	// (pull_request.head.repo.full_name); empty when it is gone.
+	HeadRepo string `json:"head_repo,omitempty"`
 	// ChangedFiles are the repository-relative paths the event changed,
 	// sorted and without duplicates. Meaningful only with ChangedFilesKnown.
 	ChangedFiles []string `json:"changed_files,omitempty"`
@@ -261,6 +268,8 @@ func (ev Event) Vars() workflow.EventVars {
 		Tag:          ev.Tag,
 		SHA:          ev.SHA,
 		Before:       ev.Before,
+		Number:       ev.Number,
+		Fork:         ev.Fork,
 		BaseBranch:   ev.BaseBranch,
 		HeadBranch:   ev.HeadBranch,
 		Action:       ev.Action,

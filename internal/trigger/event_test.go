@@ -161,8 +161,8 @@ func TestEventJSON(t *testing.T) {
 	}
 	want := map[string]any{
 		"kind": "pull_request", "provider": "github", "repo": "octo-org/hello", "ref": "refs/pull/43/head",
-		"branch": "main", "sha": shaC, "before": shaB, "number": float64(43), "base_branch": "main",
-		"head_branch": "patch-1", "action": "synchronize", "fork": true, "changed_files": []any{"a.go"},
+		"branch": "main", "sha": shaC, "before": shaB, "base_sha": shaA, "number": float64(43), "base_branch": "main",
+		"head_branch": "patch-1", "head_repo": "hubot/hello", "action": "synchronize", "fork": true, "changed_files": []any{"a.go"},
 		"changed_files_known": true, "actor": "hubot", "inputs": map[string]any{"k": "v"}, "cron": "* * * * *",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

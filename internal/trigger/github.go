@@ -30,9 +30,12 @@ const githubMaxCommits = 2048
 //   - pull_request: a pull_request event. Action is "action"; BaseBranch and
 //     Branch are pull_request.base.ref (branch filters of a pull_request
 //     trigger match the base branch); HeadBranch is pull_request.head.ref;
-//     SHA is pull_request.head.sha; Ref is refs/pull/<number>/head; Fork is
-//     true when the head repository is not the base repository (or is
-//     gone). Changed files are unknown: the delivery does not list them.
+//     SHA is pull_request.head.sha; BaseSHA is pull_request.base.sha; Ref
+//     is refs/pull/<number>/head; Fork is true when the head repository
+//     (pull_request.head.repo.full_name) is not the base repository
+//     (pull_request.base.repo.full_name), or is gone. A fork's pull request
+//     needs BaseSHA: its workflows are read there. Changed files are
+//     unknown: the delivery does not list them.
 //   - create: a create event for the new branch or tag. It matches no
 //     trigger: GitHub sends a push delivery for the same ref, and kici runs
 //     on that one.
@@ -210,6 +213,16 @@ func githubPullRequest(body []byte) (Event, error) {
 	if repo == "" {
 		repo = baseRepo
 	}
+	// A head repository that is gone (null) was a fork: the base
+	// repository cannot be deleted while its pull request is delivered.
+	fork := pr.Head.Repo == nil || pr.Head.Repo.FullName != baseRepo
+	headRepo := ""
+	if pr.Head.Repo != nil {
+		headRepo = pr.Head.Repo.FullName
+	}
+	if fork && pr.Base.SHA == "" {
+		return Event{}, fmt.Errorf("%s: missing %q (a pull request from a fork runs the base commit's workflows)", what, "pull_request.base.sha")
+	}
 	return Event{
 		Kind:       KindPullRequest,
 		Provider:   ProviderGitHub,
@@ -218,14 +231,14 @@ func githubPullRequest(body []byte) (Event, error) {
 		Branch:     pr.Base.Ref,
 		SHA:        pr.Head.SHA,
 		Before:     p.Before,
+		BaseSHA:    pr.Base.SHA,
 		Number:     int(number),
 		BaseBranch: pr.Base.Ref,
 		HeadBranch: pr.Head.Ref,
 		Action:     p.Action,
-		// A head repository that is gone (null) was a fork: the base
-		// repository cannot be deleted while its pull request is delivered.
-		Fork:  pr.Head.Repo == nil || pr.Head.Repo.FullName != baseRepo,
-		Actor: p.Sender.Login,
+		Fork:       fork,
+		HeadRepo:   headRepo,
+		Actor:      p.Sender.Login,
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package trigger
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -121,8 +122,8 @@ func TestNormalizeGitHubFixtures(t *testing.T) {
 			want: Event{
 				Kind: KindPullRequest, Provider: ProviderGitHub, Repo: "octo-org/hello",
 				Ref: "refs/pull/42/head", Branch: "main", SHA: shaD, Number: 42,
-				BaseBranch: "main", HeadBranch: "feature/login", Action: "opened",
-				Actor: "mona",
+				BaseSHA: shaA, BaseBranch: "main", HeadBranch: "feature/login", Action: "opened",
+				HeadRepo: "octo-org/hello", Actor: "mona",
 			},
 		},
 		{
@@ -132,8 +133,8 @@ func TestNormalizeGitHubFixtures(t *testing.T) {
 			want: Event{
 				Kind: KindPullRequest, Provider: ProviderGitHub, Repo: "octo-org/hello",
 				Ref: "refs/pull/43/head", Branch: "main", SHA: shaC, Before: shaB, Number: 43,
-				BaseBranch: "main", HeadBranch: "patch-1", Action: "synchronize", Fork: true,
-				Actor: "hubot",
+				BaseSHA: shaA, BaseBranch: "main", HeadBranch: "patch-1", Action: "synchronize", Fork: true,
+				HeadRepo: "hubot/hello", Actor: "hubot",
 			},
 		},
 		{
@@ -143,8 +144,8 @@ func TestNormalizeGitHubFixtures(t *testing.T) {
 			want: Event{
 				Kind: KindPullRequest, Provider: ProviderGitHub, Repo: "octo-org/hello",
 				Ref: "refs/pull/42/head", Branch: "main", SHA: shaD, Number: 42,
-				BaseBranch: "main", HeadBranch: "feature/login", Action: "closed",
-				Actor: "mona",
+				BaseSHA: shaA, BaseBranch: "main", HeadBranch: "feature/login", Action: "closed",
+				HeadRepo: "octo-org/hello", Actor: "mona",
 			},
 		},
 		{
@@ -154,7 +155,7 @@ func TestNormalizeGitHubFixtures(t *testing.T) {
 			want: Event{
 				Kind: KindPullRequest, Provider: ProviderGitHub, Repo: "octo-org/hello",
 				Ref: "refs/pull/44/head", Branch: "release/1.0", SHA: shaA, Number: 44,
-				BaseBranch: "release/1.0", HeadBranch: "patch-2", Action: "reopened", Fork: true,
+				BaseSHA: shaA, BaseBranch: "release/1.0", HeadBranch: "patch-2", Action: "reopened", Fork: true,
 				Actor: "hubot",
 			},
 		},
@@ -362,5 +363,39 @@ func TestNormalizeGitHubPushTruncatedCommits(t *testing.T) {
 	}
 	if ev.ChangedFilesKnown || ev.ChangedFiles != nil {
 		t.Errorf("got changed files %v (known %v), want unknown for %d commits", ev.ChangedFiles, ev.ChangedFilesKnown, githubMaxCommits)
+	}
+}
+
+// TestGitHubForkPullRequest checks what a fork's pull request carries for
+// the fork policy: the base commit its workflows are read at, the head
+// repository, and event.fork / event.number as typed values. A fork's
+// pull request without pull_request.base.sha is refused, naming it; the
+// same repository's is not (it reads its own head's workflows).
+func TestGitHubForkPullRequest(t *testing.T) {
+	t.Parallel()
+	ev := githubEvent(t, "pull_request", "pull_request_synchronize_fork.json")
+	vars := ev.Vars()
+	if !ev.Fork || ev.BaseSHA != shaA || ev.HeadRepo != "hubot/hello" || !vars.Fork || vars.Number != 43 {
+		t.Errorf("got fork %v base_sha %q head_repo %q, vars fork %v number %d; want true %q %q, true 43",
+			ev.Fork, ev.BaseSHA, ev.HeadRepo, vars.Fork, vars.Number, shaA, "hubot/hello")
+	}
+	noBase := func(name string) []byte {
+		var body map[string]any
+		if err := json.Unmarshal(fixture(t, name), &body); err != nil {
+			t.Fatal(err)
+		}
+		delete(body["pull_request"].(map[string]any)["base"].(map[string]any), "sha")
+		out, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	_, err := NormalizeGitHub("pull_request", noBase("pull_request_synchronize_fork.json"))
+	if err == nil || !strings.Contains(err.Error(), "pull_request.base.sha") {
+		t.Errorf("fork without base sha: got %v, want an error naming pull_request.base.sha", err)
+	}
+	if _, err := NormalizeGitHub("pull_request", noBase("pull_request_opened.json")); err != nil {
+		t.Errorf("same-repository pull request without base sha: got %v, want none", err)
 	}
 }

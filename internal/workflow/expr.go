@@ -15,13 +15,18 @@ import (
 // EventVars is what `event.*` means in expressions and interpolations. The
 // orchestrator fills it from the normalised trigger event.
 type EventVars struct {
-	Kind         string   `expr:"kind" json:"kind"`
-	Repo         string   `expr:"repo" json:"repo"`
-	Ref          string   `expr:"ref" json:"ref"`
-	Branch       string   `expr:"branch" json:"branch"`
-	Tag          string   `expr:"tag" json:"tag"`
-	SHA          string   `expr:"sha" json:"sha"`
-	Before       string   `expr:"before" json:"before"`
+	Kind   string `expr:"kind" json:"kind"`
+	Repo   string `expr:"repo" json:"repo"`
+	Ref    string `expr:"ref" json:"ref"`
+	Branch string `expr:"branch" json:"branch"`
+	Tag    string `expr:"tag" json:"tag"`
+	SHA    string `expr:"sha" json:"sha"`
+	Before string `expr:"before" json:"before"`
+	// Number is a pull request's number; 0 for every other event.
+	Number int `expr:"number" json:"number,omitempty"`
+	// Fork is true for a pull request from a fork (its head repository is
+	// not its base repository).
+	Fork         bool     `expr:"fork" json:"fork,omitempty"`
 	BaseBranch   string   `expr:"base_branch" json:"base_branch"`
 	HeadBranch   string   `expr:"head_branch" json:"head_branch"`
 	Action       string   `expr:"action" json:"action"`
@@ -31,10 +36,16 @@ type EventVars struct {
 
 // eventFields lists the scalar fields of EventVars by expression name, in
 // the order their KICI_EVENT_* variables are documented.
-var eventFields = []string{"kind", "repo", "ref", "branch", "tag", "sha", "before", "base_branch", "head_branch", "action", "actor"}
+var eventFields = []string{"kind", "repo", "ref", "branch", "tag", "sha", "before", "base_branch", "head_branch", "action", "actor", "number", "fork"}
 
+// field returns one field as text: event.number as decimal ("0" when the
+// event has none), event.fork as "true" or "false".
 func (e EventVars) field(name string) string {
 	switch name {
+	case "number":
+		return strconv.Itoa(e.Number)
+	case "fork":
+		return strconv.FormatBool(e.Fork)
 	case "kind":
 		return e.Kind
 	case "repo":

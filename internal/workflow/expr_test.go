@@ -126,3 +126,49 @@ func TestCheckInputValue(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalIfForkAndNumber checks that event.fork is a bool and
+// event.number an int in if: (before they were no fields at all, and the
+// error named the Go type), for a fork's pull request and for a push,
+// and that both pass the compile-time check of a workflow.
+func TestEvalIfForkAndNumber(t *testing.T) {
+	t.Parallel()
+	fork := IfContext{Event: EventVars{Kind: "pull_request", Number: 7, Fork: true}}
+	push := IfContext{Event: EventVars{Kind: "push"}}
+	tests := []struct {
+		src  string
+		ctx  IfContext
+		want bool
+	}{
+		{src: "event.fork", ctx: fork, want: true},
+		{src: "!event.fork", ctx: fork, want: false},
+		{src: "event.fork == true", ctx: fork, want: true},
+		{src: "event.number == 7", ctx: fork, want: true},
+		{src: "event.number > 6 && event.number < 8", ctx: fork, want: true},
+		{src: "event.fork", ctx: push, want: false},
+		{src: "event.number == 0", ctx: push, want: true},
+		{src: "event.number == 7", ctx: push, want: false},
+	}
+	cfg := newCheckConfig()
+	for _, tt := range tests {
+		t.Run(tt.src+"/"+tt.ctx.Event.Kind, func(t *testing.T) {
+			t.Parallel()
+			got, err := EvalIf(tt.src, tt.ctx)
+			if err != nil {
+				t.Fatalf("EvalIf(%q): %v", tt.src, err)
+			}
+			if got != tt.want {
+				t.Errorf("EvalIf(%q) = %v, want %v", tt.src, got, tt.want)
+			}
+		})
+	}
+	for _, src := range []string{"event.fork", "event.number == 7", "event.fork && event.number > 0"} {
+		if problems := checkIf(cfg, src, ifScope{}); len(problems) > 0 {
+			t.Errorf("checkIf(%q): got %q, want no problem", src, problems)
+		}
+	}
+	env := RuntimeEnv(fork.Event, nil)
+	if env["KICI_EVENT_FORK"] != "true" || env["KICI_EVENT_NUMBER"] != "7" {
+		t.Errorf("RuntimeEnv: got KICI_EVENT_FORK=%q KICI_EVENT_NUMBER=%q, want true and 7", env["KICI_EVENT_FORK"], env["KICI_EVENT_NUMBER"])
+	}
+}
