@@ -121,7 +121,7 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			"POST /api/v1/runs/{id}/cancel": func(t *testing.T) (string, string, int) {
 				return "/api/v1/runs/" + h.trigger(t, "walk")[0].ID + "/cancel", "", http.StatusOK
 			},
-			"POST /api/v1/runs/{id}/rerun":          static("/api/v1/runs/"+done+"/rerun", "", http.StatusCreated),
+			"POST /api/v1/runs/{id}/rerun": static("/api/v1/runs/"+done+"/rerun", "", http.StatusCreated),
 			"POST /api/v1/runs/{id}/approve": func(t *testing.T) (string, string, int) {
 				id := h.forkRunID(t, "walk-fork", unique("walk-pr-"), forkBase, forkHead)
 				return "/api/v1/runs/" + id + "/approve", "", http.StatusOK
