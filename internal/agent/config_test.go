@@ -3,7 +3,6 @@ package agent_test
 import (
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,29 +199,6 @@ func TestTokenFile(t *testing.T) {
 				t.Errorf("token: got %q, want %q", got.Token, tc.wantToken)
 			}
 		})
-	}
-}
-
-// TestTokenFromDescriptor: the pipe HideToken hands the token over is read
-// and closed.
-func TestTokenFromDescriptor(t *testing.T) {
-	t.Parallel()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.WriteString("kat_piped"); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	fd := strconv.Itoa(int(r.Fd()))
-	env := map[string]string{"KICI_ORCHESTRATOR_URL": "ws://127.0.0.1:4000/ws", "KICI_AGENT_TOKEN_FD": fd}
-	got, warnings, err := agent.FromEnv(func(k string) string { return env[k] }, []string{"KICI_AGENT_TOKEN_FD=" + fd})
-	if err != nil {
-		t.Fatalf("FromEnv: %v", err)
-	}
-	if got.Token != "kat_piped" || len(warnings) != 0 {
-		t.Errorf("got token %q, warnings %q; want kat_piped and none", got.Token, warnings)
 	}
 }
 
