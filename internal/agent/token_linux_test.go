@@ -1,5 +1,3 @@
-//go:build unix
-
 package agent_test
 
 import (
@@ -16,8 +14,10 @@ func TestTokenFromDescriptor(t *testing.T) {
 	t.Parallel()
 	// Raw descriptors, as HideToken leaves them: an *os.File would close
 	// the read end again when collected, by then maybe another test's.
+	// Close-on-exec, or a parallel test's child would hold the write end
+	// and the read would wait for it.
 	var p [2]int
-	if err := syscall.Pipe(p[:]); err != nil {
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := syscall.Write(p[1], []byte("kat_piped")); err != nil {
