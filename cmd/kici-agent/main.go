@@ -68,13 +68,12 @@ func run(args []string, getenv func(string) string, environ []string, stdout, st
 	cfg.Version = buildVersion()
 	// The reaper kills what the steps started once this process is gone,
 	// however it goes (internal/agent/reaper).
-	guard, err := reaper.Start(reaper.NewScope(), stderr)
-	if err != nil {
-		log.Error("agent not started", "error", err)
-		return exitFailed
+	if guard, err := reaper.Start(reaper.NewScope(), stderr); err != nil {
+		log.Warn("no reaper: the steps' background processes may outlive a killed agent", "error", err)
+	} else {
+		defer guard.Close()
+		cfg.Reaper = guard
 	}
-	defer guard.Close()
-	cfg.Reaper = guard
 	a, err := agent.New(log, cfg)
 	if err != nil {
 		log.Error("agent not started", "error", err)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +22,8 @@ import (
 //
 // It returns nil at once when environ has no KICI_AGENT_TOKEN, and when
 // KICI_AGENT_TOKEN_FILE is set too (FromEnv reports that conflict, and the
-// agent exits before any step runs). Call it first in main.
+// agent exits before any step runs), and when /proc is not mounted (then
+// there is no /proc/<pid>/environ to read either). Call it first in main.
 func HideToken(args, environ []string) error {
 	var tok string
 	var found, hasFile bool
@@ -41,6 +43,9 @@ func HideToken(args, environ []string) error {
 	}
 	if !found || hasFile {
 		return nil
+	}
+	if _, err := os.Stat("/proc/self/exe"); err != nil {
+		return nil // no /proc mounted: no one can read the environment there either
 	}
 	if err := checkToken(tok); err != nil {
 		return fmt.Errorf("KICI_AGENT_TOKEN: %w", err)
