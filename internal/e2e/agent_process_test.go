@@ -188,8 +188,8 @@ jobs:
 		}
 	}
 
-	a.kill()
-	killed := time.Now()
+	killed := time.Now() // the deadline runs from the SIGKILL
+	a.kill()             // returns once the agent and its reaper (which holds its stderr) are gone
 	if err := touch(filepath.Join(marks, "go")); err != nil {
 		t.Fatal(err)
 	}
