@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/kici-dev/kici/internal/agent"
+	"github.com/kici-dev/kici/internal/agent/reaper"
 )
 
 // version is the build version; `-ldflags "-X main.version=v1.2.3"` sets it.
@@ -27,6 +28,11 @@ const (
 )
 
 func main() {
+	reaper.Main() // a copy of this binary started as the agent's reaper runs that and exits
+	if err := agent.HideToken(os.Args, os.Environ()); err != nil {
+		fmt.Fprintf(os.Stderr, "kici-agent: %v\n", err)
+		os.Exit(exitUsage)
+	}
 	fi, err := os.Stderr.Stat()
 	tty := err == nil && fi.Mode()&os.ModeCharDevice != 0
 	os.Exit(run(os.Args[1:], os.Getenv, os.Environ(), os.Stdout, os.Stderr, tty))
@@ -60,6 +66,14 @@ func run(args []string, getenv func(string) string, environ []string, stdout, st
 		log.Warn(w)
 	}
 	cfg.Version = buildVersion()
+	// The reaper kills what the steps started once this process is gone,
+	// however it goes (internal/agent/reaper).
+	if guard, err := reaper.Start(reaper.NewScope(), stderr); err != nil {
+		log.Warn("no reaper: the steps' background processes may outlive a killed agent", "error", err)
+	} else {
+		defer guard.Close()
+		cfg.Reaper = guard
+	}
 	a, err := agent.New(log, cfg)
 	if err != nil {
 		log.Error("agent not started", "error", err)
@@ -104,6 +118,11 @@ Configuration comes from the environment:
 		fmt.Fprintf(&b, "  %s\n      %s\n      Default: %s\n", v.Name, v.Help, v.Default)
 	}
 	b.WriteString(`
+On Linux the agent re-executes itself at start to drop KICI_AGENT_TOKEN
+from the environment its steps could read, and starts a reaper (a copy of
+itself) that kills every process of its steps once the agent is gone,
+SIGKILL included.
+
 SIGTERM or SIGINT stops the agent: it takes no new job, cancels (or, with
 KICI_AGENT_SHUTDOWN=finish, finishes) the running ones, waits for the
 orchestrator to acknowledge what they reported, and exits 0. A second signal

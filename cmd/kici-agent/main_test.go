@@ -2,11 +2,18 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/kici-dev/kici/internal/agent"
+	"github.com/kici-dev/kici/internal/agent/reaper"
 )
+
+func TestMain(m *testing.M) {
+	reaper.Main() // run starts a reaper, a copy of this binary, once its config is good
+	os.Exit(m.Run())
+}
 
 func TestRun(t *testing.T) {
 	t.Parallel()

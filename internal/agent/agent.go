@@ -100,13 +100,17 @@ func New(logger *slog.Logger, cfg Config) (*Agent, error) {
 	}
 	base.Scheme = strings.Replace(base.Scheme, "ws", "http", 1) // ws → http, wss → https
 	log := logger.With("agent_id", id)
-	r, err := runner.New(log, runner.Config{
+	rcfg := runner.Config{
 		WorkDir:         filepath.Join(dir, "jobs"),
 		CancelGrace:     cfg.CancelGrace,
 		MaxStepLogBytes: cfg.MaxStepLogBytes,
 		HTTPClient:      cfg.HTTPClient,
 		KeepJobDirs:     cfg.KeepJobDirs,
-	})
+	}
+	if cfg.Reaper != nil {
+		rcfg.Guard = cfg.Reaper
+	}
+	r, err := runner.New(log, rcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +149,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	// The lock proves the work dir's previous agent is gone; what its steps
+	// left running goes before this agent takes a job.
+	if n, err := a.cfg.Reaper.Adopt(a.cfg.WorkDir); err != nil {
+		return err
+	} else if n > 0 {
+		a.log.Warn("killed processes the previous agent's steps left", "processes", n)
+	}
 	a.removeStaleJobDirs()
 	a.log.Info("agent starting", "url", a.cfg.OrchestratorURL, "labels", a.labels,
 		"concurrency", a.cfg.Concurrency, "one_shot", a.cfg.OneShot)

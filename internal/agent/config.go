@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kici-dev/kici/internal/agent/reaper"
 )
 
 // Defaults of the Config fields whose zero value means "default".
@@ -115,6 +117,13 @@ type Config struct {
 	// KeepJobDirs leaves each job's directory in WorkDir/jobs after the
 	// job, for debugging.
 	KeepJobDirs bool
+	// Reaper, when not nil, is the agent's reaper (reaper.Start): every
+	// process the steps start carries its scope, and Run first kills what
+	// the previous agent of the work dir left (Guard.Adopt). Nil means no
+	// reaper: the steps' direct children still die with the agent (their
+	// parent-death signal), their own children may not. The caller closes
+	// it after Run.
+	Reaper *reaper.Guard
 }
 
 // withDefaults returns c with every zero "default" field set.

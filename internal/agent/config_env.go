@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/agnivade/levenshtein"
+
+	"github.com/kici-dev/kici/internal/agent/reaper"
 )
 
 // EnvVar documents one environment variable the agent reads.
@@ -27,7 +29,8 @@ type EnvVar struct {
 // `kici-agent --help` and docs/agent.md show them.
 var EnvVars = []EnvVar{
 	{"KICI_ORCHESTRATOR_URL", "(required)", "The orchestrator's agent endpoint, ws:// or wss://, e.g. ws://127.0.0.1:4000/ws."},
-	{"KICI_AGENT_TOKEN", "(none)", "Agent token (kat_...) from `kici-admin agent-tokens create`, sent as Authorization: Bearer on the WebSocket upgrade."},
+	{"KICI_AGENT_TOKEN", "(none)", "Agent token (kat_...) from `kici-admin agent-tokens create`, sent as Authorization: Bearer on the WebSocket upgrade. On Linux the agent re-executes itself at start without it in its environment."},
+	{"KICI_AGENT_TOKEN_FILE", "(none)", "A file holding the agent token instead (white space around it is ignored); it must be readable by its owner only. Not with KICI_AGENT_TOKEN."},
 	{"KICI_LABELS", "(none)", "Comma-separated labels. kici:os:<os> and kici:arch:<arch> are added; other labels may not start with kici:."},
 	{"KICI_AGENT_ID", "kept in <workdir>/agent-id", "Stable agent id. Without it the agent generates one on its first start and keeps it in the work dir."},
 	{"KICI_AGENT_WORKDIR", DefaultWorkDir, "Work dir: the agent id, a lock held while the agent runs, and one directory per running job under jobs/."},
@@ -54,20 +57,32 @@ var otherVars = []string{
 	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS", "KICI_ADMIN_URL", "KICI_ADMIN_TOKEN", "KICI_TEST_DATABASE_URL", "KICI_TEST_REQUIRE_SERVICES",
 }
 
+// privateVars are the variables kici-agent sets for itself (the token's
+// pipe after HideToken, the reaper's), which are no user's to set.
+var privateVars = append([]string{envTokenFD}, reaper.PrivateVars...)
+
 // FromEnv builds a Config from the environment, read through getenv
 // (os.Getenv in main). It also returns a warning for every variable of
 // environ that looks like a misspelt agent variable: any unknown KICI_AGENT_*
 // one, and any other KICI_* one close to a known name. Every bad value is
 // reported, naming its variable.
+//
+// The token comes from KICI_AGENT_TOKEN, from the file KICI_AGENT_TOKEN_FILE
+// names, or, after HideToken, from the pipe KICI_AGENT_TOKEN_FD names (which
+// FromEnv reads and closes: call it once per process with that variable).
 func FromEnv(getenv func(string) string, environ []string) (Config, []string, error) {
 	var errs []error
 	c := Config{
 		OrchestratorURL: getenv("KICI_ORCHESTRATOR_URL"),
-		Token:           getenv("KICI_AGENT_TOKEN"),
 		AgentID:         strings.TrimSpace(getenv("KICI_AGENT_ID")),
 		WorkDir:         getenv("KICI_AGENT_WORKDIR"),
 		Shutdown:        ShutdownMode(getenv("KICI_AGENT_SHUTDOWN")),
 	}
+	token, err := readToken(getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.Token = token
 	labels, err := ParseLabels(getenv("KICI_LABELS"))
 	if err != nil {
 		errs = append(errs, fmt.Errorf("KICI_LABELS: %w", err))
@@ -136,7 +151,7 @@ func unknownVars(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, "KICI_") || slices.Contains(otherVars, name) ||
+		if !strings.HasPrefix(name, "KICI_") || slices.Contains(otherVars, name) || slices.Contains(privateVars, name) ||
 			slices.ContainsFunc(EnvVars, func(v EnvVar) bool { return v.Name == name }) {
 			continue
 		}

@@ -94,16 +94,19 @@ func TestFromEnv(t *testing.T) {
 		},
 		{
 			name: "misspelt variables",
-			env: with(with(with(with(with(base,
+			env: with(with(with(with(with(with(base,
 				"KICI_AGENT_AUTH", "none"),
 				"KICI_AGENT_ONESHOT", "1"),
 				"KICI_LABEL", "x"),
 				"KICI_AGENT_FROBNICATE", "1"),
+				"KICI_AGENT_SCOPE", "0123456789abcdef0123456789abcdef"),
 				"KICI_EVENT_BRANCH", "main"), // a job's variable: not the agent's business
+			// kici-agent's own (the outer agent's, for an agent in a job) are not either
+			// (KICI_AGENT_TOKEN_FD is read, so it has a test of its own)
 			// (the orchestrator's, in a shared environment, are not either)
 			want: agent.Config{OrchestratorURL: "ws://127.0.0.1:4000/ws"},
 			wantWarnings: []string{
-				"unknown variable KICI_AGENT_FROBNICATE (did you mean KICI_AGENT_SCALER?)",
+				"unknown variable KICI_AGENT_FROBNICATE (did you mean KICI_AGENT_TOKEN_FILE?)",
 				"unknown variable KICI_AGENT_ONESHOT (did you mean KICI_AGENT_ONE_SHOT?)",
 				"unknown variable KICI_LABEL (did you mean KICI_LABELS?)",
 			},
@@ -131,6 +134,69 @@ func TestFromEnv(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantWarnings, warnings, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTokenFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := func(name, text string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := file("good", "  kat_from_file\n", 0o600)
+	readOnly := file("read-only", "kat_ro", 0o400)
+	groupReadable := file("group", "kat_g", 0o640)
+	worldReadable := file("world", "kat_w", 0o604)
+	empty := file("empty", " \n\t", 0o600)
+	control := file("control", "kat_a\rb", 0o600)
+	huge := file("huge", strings.Repeat("k", 5000), 0o600)
+	tests := []struct {
+		name      string
+		env       map[string]string
+		wantToken string
+		wantErr   string
+	}{
+		{name: "trimmed", env: map[string]string{"KICI_AGENT_TOKEN_FILE": good}, wantToken: "kat_from_file"},
+		{name: "owner read-only", env: map[string]string{"KICI_AGENT_TOKEN_FILE": readOnly}, wantToken: "kat_ro"},
+		{name: "group-readable", env: map[string]string{"KICI_AGENT_TOKEN_FILE": groupReadable},
+			wantErr: `KICI_AGENT_TOKEN_FILE "` + groupReadable + `": mode 0640 gives group or others access`},
+		{name: "world-readable", env: map[string]string{"KICI_AGENT_TOKEN_FILE": worldReadable},
+			wantErr: `KICI_AGENT_TOKEN_FILE "` + worldReadable + `": mode 0604`},
+		{name: "empty", env: map[string]string{"KICI_AGENT_TOKEN_FILE": empty},
+			wantErr: `KICI_AGENT_TOKEN_FILE "` + empty + `": the file is empty`},
+		{name: "control character", env: map[string]string{"KICI_AGENT_TOKEN_FILE": control}, wantErr: "control character"},
+		{name: "too long", env: map[string]string{"KICI_AGENT_TOKEN_FILE": huge}, wantErr: "longer than 4096 bytes"},
+		{name: "missing", env: map[string]string{"KICI_AGENT_TOKEN_FILE": filepath.Join(dir, "nope")},
+			wantErr: "KICI_AGENT_TOKEN_FILE: open " + filepath.Join(dir, "nope")},
+		{name: "both set", env: map[string]string{"KICI_AGENT_TOKEN_FILE": good, "KICI_AGENT_TOKEN": "kat_x"},
+			wantErr: "KICI_AGENT_TOKEN and KICI_AGENT_TOKEN_FILE are both set"},
+		{name: "bad descriptor", env: map[string]string{"KICI_AGENT_TOKEN_FD": "1"}, wantErr: `KICI_AGENT_TOKEN_FD="1": want a file descriptor >= 3`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := with(tc.env, "KICI_ORCHESTRATOR_URL", "ws://127.0.0.1:4000/ws")
+			got, _, err := agent.FromEnv(func(k string) string { return env[k] }, nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("FromEnv: got error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("FromEnv: got error %v, want nil", err)
+			}
+			if got.Token != tc.wantToken {
+				t.Errorf("token: got %q, want %q", got.Token, tc.wantToken)
 			}
 		})
 	}

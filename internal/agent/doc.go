@@ -16,6 +16,14 @@
 // run a real Agent against their server the same way. `kici run` does not
 // need this package: it uses internal/agent/runner directly.
 //
+// # The process
+//
+// On Linux, kici-agent's main calls [HideToken] first, which re-executes
+// the binary without KICI_AGENT_TOKEN in its environment (steps of the same
+// user can read /proc/<pid>/environ), and then starts the reaper
+// (internal/agent/reaper, Config.Reaper) that kills the steps' processes
+// once the agent process is gone, however it ends.
+//
 // # Delivery
 //
 // Every job-scoped message (job.ack, job.reject, job.status, step.status,

@@ -87,9 +87,9 @@ jobs:
 		for _, j := range r.Jobs {
 			byAgent[j.AgentID] = j.Name
 		}
+		killed := time.Now() // before the kills: kill returns once the agent's reaper is done too
 		agents["a0"].kill()
 		agents["a1"].kill()
-		killed := time.Now()
 		if err := touch(filepath.Join(marks, "go")); err != nil {
 			t.Fatal(err)
 		}

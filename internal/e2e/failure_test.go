@@ -32,8 +32,8 @@ jobs:
 		id := o.push(t)
 		waitFor(t, 30*time.Second, "the step to start", func() bool { return len(readLines(t, filepath.Join(marks, "shell"))) > 0 })
 		t.Cleanup(func() { killLine(readLines(t, filepath.Join(marks, "shell"))) })
+		killed := time.Now() // before the kill: kill returns once the agent's reaper is done too
 		a.kill()
-		killed := time.Now()
 		r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
 		elapsed := time.Since(killed)
 		j := job(t, r, "long")

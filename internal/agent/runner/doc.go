@@ -28,6 +28,16 @@
 // timeout every remaining step is skipped. docs/agent.md describes the
 // environment, shells, working directories and limits a step sees.
 //
+// # When the runner's process dies
+//
+// On Linux each process the runner starts has SIGKILL as its parent-death
+// signal, so a step's shell dies with the runner's process, SIGKILL
+// included (see startProcess for why every start runs on one locked OS
+// thread). Its children are out of reach of that signal: Config.Guard,
+// when set, marks every process with its Env and hears of every process
+// group, which the agent's reaper (internal/agent/reaper) uses to kill them
+// once the agent is gone.
+//
 // # Output
 //
 // A step's stdout and stderr are one stream, cut into lines (a line longer

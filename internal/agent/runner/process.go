@@ -45,13 +45,21 @@ func (r *Runner) runProcess(ctx context.Context, kill <-chan struct{}, argv []st
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = env
+	guard := r.cfg.Guard
+	if guard != nil {
+		cmd.Env = append(env[:len(env):len(env)], guard.Env()...)
+	}
 	cmd.Stdout = pw
 	cmd.Stderr = pw
 	setProcessGroup(cmd)
-	err = cmd.Start()
+	err = startProcess(cmd)
 	pw.Close() // the child has its own copy; EOF comes when the last holder exits
 	if err != nil {
 		return procResult{startErr: err, exitCode: 127}
+	}
+	if guard != nil {
+		guard.Started(cmd.Process.Pid)
+		defer guard.Ended(cmd.Process.Pid) // runs after the group kills below
 	}
 	if started != nil {
 		started(time.Now())

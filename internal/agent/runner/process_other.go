@@ -22,3 +22,6 @@ func exitCode(state *os.ProcessState) int { return state.ExitCode() }
 
 // waitExited reports false; see process_unix_other.go.
 func waitExited(*os.Process) bool { return false }
+
+// startProcess starts cmd.
+func startProcess(cmd *exec.Cmd) error { return cmd.Start() }

@@ -58,6 +58,26 @@ type Config struct {
 	// KeepJobDirs leaves each job's directory in place after the job, for
 	// debugging; false removes it.
 	KeepJobDirs bool
+	// Guard, when not nil, is told about every process group the runner
+	// starts, and its Env is added to every such process's environment, so
+	// that something outliving the runner's process can kill them (the
+	// agent's reaper, internal/agent/reaper). Nil means none.
+	Guard ProcessGuard
+}
+
+// ProcessGuard is what the runner tells about the process groups it starts.
+// Its methods are called from the goroutines of concurrent jobs, so they
+// must be safe for concurrent use, and they must not block for long.
+type ProcessGuard interface {
+	// Env returns variables ("NAME=value") added last to the environment of
+	// every process the runner starts.
+	Env() []string
+	// Started is called right after the leader of a new process group
+	// started (its pid is the group id), before its output is read.
+	Started(pgid int)
+	// Ended is called once every process of the group has been sent
+	// SIGKILL, after the leader exited.
+	Ended(pgid int)
 }
 
 // Validate names the first bad field.
