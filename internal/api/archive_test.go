@@ -21,17 +21,7 @@ func TestArchiveIsCached(t *testing.T) {
 	forEachEngineWith(t, func(c *orchestrator.Config) { c.ArchiveCacheEntries = 4 }, func(t *testing.T, h *harness) {
 		dir, sha := ciRepo(t)
 		h.addSource(t, "cached", dir, "")
-		runID := h.trigger(t, "cached")[0].ID
-		db := h.openStore(t)
-		run, err := db.GetRun(t.Context(), runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens, err := auth.LoadJobTokens(h.dataDir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		header := http.Header{"Authorization": {"Bearer " + tokens.Mint(run.Jobs[0].ID, run.Jobs[0].Attempt)}}
+		header := jobTokenHeader(t, h, h.trigger(t, "cached")[0].ID)
 		download := func() []byte {
 			t.Helper()
 			resp := h.do(t, http.MethodGet, "/api/v1/sources/cached/archive/"+sha, header, nil)
@@ -63,16 +53,7 @@ func TestArchiveStoreErrorIsNot403(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, h *harness) {
 		dir, sha := ciRepo(t)
 		h.addSource(t, "broken", dir, "")
-		runID := h.trigger(t, "broken")[0].ID
-		db := h.openStore(t)
-		run, err := db.GetRun(t.Context(), runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens, err := auth.LoadJobTokens(h.dataDir)
-		if err != nil {
-			t.Fatal(err)
-		}
+		header := jobTokenHeader(t, h, h.trigger(t, "broken")[0].ID)
 		driver, dsn := "sqlite", filepath.Join(h.dataDir, "kici.db")
 		if h.dbURL != "" {
 			driver, dsn = "pgx", h.dbURL
@@ -85,10 +66,24 @@ func TestArchiveStoreErrorIsNot403(t *testing.T) {
 		if _, err := raw.ExecContext(t.Context(), "ALTER TABLE jobs RENAME TO jobs_gone"); err != nil {
 			t.Fatalf("break the jobs table: %v", err)
 		}
-		header := http.Header{"Authorization": {"Bearer " + tokens.Mint(run.Jobs[0].ID, run.Jobs[0].Attempt)}}
 		resp := h.do(t, http.MethodGet, "/api/v1/sources/broken/archive/"+sha, header, nil)
 		if resp.status < 500 {
 			t.Fatalf("archive with the store failing: got %d (%s), want a 5xx", resp.status, resp.body)
 		}
 	})
+}
+
+// jobTokenHeader is the Authorization header of the agent running the
+// first job of run runID: a job token minted as the orchestrator does.
+func jobTokenHeader(t *testing.T, h *harness, runID string) http.Header {
+	t.Helper()
+	run, err := h.openStore(t).GetRun(t.Context(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.LoadJobTokens(h.dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return http.Header{"Authorization": {"Bearer " + tokens.Mint(run.Jobs[0].ID, run.Jobs[0].Attempt)}}
 }
