@@ -56,9 +56,15 @@ func newTable(w io.Writer) *table {
 	return t
 }
 
-// row adds one row.
+// row adds one row. Cells are escaped as log lines are (escapeControls),
+// tabs too: names, errors and labels come from workflow files and agents,
+// and must neither drive the operator's terminal nor break the columns.
 func (t *table) row(cells ...string) {
-	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = strings.ReplaceAll(escapeControls(c), "\t", `\t`)
+	}
+	fmt.Fprintln(t.tw, strings.Join(out, "\t"))
 }
 
 // flush writes the table out.

@@ -1,6 +1,7 @@
 package admincli
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -54,6 +55,36 @@ func TestAgo(t *testing.T) {
 			t.Parallel()
 			if got := ago(now, tt.t); got != tt.want {
 				t.Errorf("ago(%v): got %q, want %q", tt.t, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTableEscapesCells: a job name or error chosen by a workflow author
+// (an OSC 52 clipboard write, a tab that would shift the columns) is
+// printed escaped in every listing.
+func TestTableEscapesCells(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		cells []string
+		want  string
+	}{
+		{name: "plain", cells: []string{"build", "success"}, want: "build  success\n"},
+		{name: "osc 52 in a name", cells: []string{"x\x1b]52;c;ZXZpbA==\a", "failure"}, want: "x\\x1b]52;c;ZXZpbA==\\x07  failure\n"},
+		{name: "tab and cr in an error", cells: []string{"job", "a\tb\rc"}, want: "job  a\\tb\\rc\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var buf strings.Builder
+			tb := newTable(&buf)
+			tb.row(tt.cells...)
+			if err := tb.flush(); err != nil {
+				t.Fatal(err)
+			}
+			if got := buf.String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
 	}

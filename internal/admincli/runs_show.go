@@ -99,7 +99,7 @@ func printRun(w io.Writer, now time.Time, r apiv1.Run) {
 	if len(errs) > 0 {
 		fmt.Fprintln(w, "\nerrors:")
 		for _, e := range errs {
-			fmt.Fprintf(w, "  %s\n", e)
+			fmt.Fprintf(w, "  %s\n", escapeControls(e))
 		}
 	}
 }
