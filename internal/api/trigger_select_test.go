@@ -17,11 +17,11 @@ import (
 // selection tests: two manual workflows, and two push workflows of main
 // filtered by paths.
 var selectFiles = map[string]string{
-	".kici/workflows/deploy.yml": "name: deploy\non: {manual: {}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo deploy}]}\n",
+	".kici/workflows/deploy.yml":  "name: deploy\non: {manual: {}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo deploy}]}\n",
 	".kici/workflows/release.yml": "name: release\non: {manual: {}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo release}]}\n",
-	".kici/workflows/docs.yml": "name: docs\non: {push: {branches: [main], paths: [\"docs/**\"]}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo docs}]}\n",
-	".kici/workflows/src.yml": "name: src\non: {push: {branches: [main], paths: [\"src/**\"]}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo src}]}\n",
-	"README.md": "hello\n",
+	".kici/workflows/docs.yml":    "name: docs\non: {push: {branches: [main], paths: [\"docs/**\"]}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo docs}]}\n",
+	".kici/workflows/src.yml":     "name: src\non: {push: {branches: [main], paths: [\"src/**\"]}}\njobs:\n  go: {runs-on: [linux], steps: [{run: echo src}]}\n",
+	"README.md":                   "hello\n",
 }
 
 // runWorkflows names the workflows of the runs a trigger started, sorted.
