@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,6 +230,11 @@ var fakeRuns = map[string]apiv1.Run{
 			Steps: []apiv1.Step{{Index: 0, Name: "print", Status: "running"}},
 		}},
 	},
+	"r-104": {
+		ID: "r-104", Source: "hello", Workflow: "ops", Event: json.RawMessage(`{"kind":"manual","provider":"manual","actor":"release-bot"}`),
+		Actor: "release-bot", Ref: "refs/heads/main", SHA: "9f1c2e7d5b4a39c8e0f6a1b2c3d4e5f60718293a", Status: runPending, CreatedAt: fakeNow,
+		Jobs: []apiv1.Job{{ID: "j-50", Name: "run", Status: "queued", RunsOn: []string{"linux"}}},
+	},
 	"r-300": {
 		ID: "r-300", Source: "hello", Workflow: "hello", Status: runCancelled, Error: "cancelled by an operator",
 		CreatedAt: before(time.Minute),
@@ -297,7 +303,27 @@ func (f *fakeAPI) trigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var resp apiv1.TriggerResponse
+	for _, n := range req.Workflows {
+		if r.PathValue("name") == "hello" && n != "hello" && n != "ops" {
+			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf(`no workflow named %q at commit 9f1c2e7d5b4a; the workflows there are: hello, ops`, n))
+			return
+		}
+	}
 	switch name := r.PathValue("name"); {
+	case name == "hello" && slices.Equal(req.Workflows, []string{"ops"}):
+		resp.Runs = []apiv1.RunRef{{ID: "r-104", Workflow: "ops"}}
+		resp.Decisions = []apiv1.Decision{{Workflow: "ops", Matched: true, Reason: "manual run on the default branch matched the manual trigger"}}
+	case name == "hello" && len(req.ChangedFiles) > 0:
+		// hello filters paths [src/**] in this fake.
+		for _, f := range req.ChangedFiles {
+			if strings.HasPrefix(f, "src/") {
+				resp.Runs = []apiv1.RunRef{{ID: "r-200", Workflow: "hello"}}
+				resp.Decisions = []apiv1.Decision{{Workflow: "hello", Matched: true, Reason: fmt.Sprintf("push to main matched branches [main], paths [src/**] (%s)", f)}}
+				writeJSONStatus(w, http.StatusOK, resp)
+				return
+			}
+		}
+		resp.Decisions = []apiv1.Decision{{Workflow: "hello", Matched: false, Reason: fmt.Sprintf("none of %d changed files matches paths [src/**]", len(req.ChangedFiles))}}
 	case name == "multi":
 		resp.Runs = []apiv1.RunRef{{ID: "r-200", Workflow: "hello"}, {ID: "r-210", Workflow: "docs"}}
 	case name != "hello":

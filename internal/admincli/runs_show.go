@@ -50,6 +50,9 @@ func printRun(w io.Writer, now time.Time, r apiv1.Run) {
 	tw.row("source:", dash(r.Source))
 	tw.row("workflow:", dash(r.Workflow))
 	tw.row("event:", dash(eventKind(r.Event)))
+	if r.Actor != "" {
+		tw.row("actor:", r.Actor)
+	}
 	ref := dash(r.Ref)
 	if r.SHA != "" {
 		ref += " @ " + shortSHA(r.SHA)

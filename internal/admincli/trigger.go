@@ -14,14 +14,19 @@ import (
 // The events a trigger may simulate.
 var triggerEvents = []string{"push", "tag", "manual"}
 
+// maxChangedFiles is the orchestrator's bound on a push's changed files.
+const maxChangedFiles = 3000
+
 // triggerFlags are the options of `kici-admin trigger`.
 type triggerFlags struct {
-	event  string
-	ref    string
-	sha    string
-	inputs []string
-	wait   bool
-	output string
+	event     string
+	ref       string
+	sha       string
+	inputs    []string
+	workflows []string
+	changed   []string
+	wait      bool
+	output    string
 }
 
 // noMatchError says a trigger started no run; its details are each
@@ -51,7 +56,7 @@ type triggerOutput struct {
 func newTriggerCmd(a *app) *cobra.Command {
 	var f triggerFlags
 	cmd := &cobra.Command{
-		Use:   "trigger SOURCE [--event push|tag|manual] [--ref REF] [--sha SHA] [--input NAME=VALUE ...] [--wait]",
+		Use:   "trigger SOURCE [--event push|tag|manual] [--ref REF] [--sha SHA] [--workflow NAME ...] [--input NAME=VALUE ...] [--changed-file PATH ...] [--wait]",
 		Short: "Start the workflows of a source that match an event",
 		Long: `Ask the orchestrator to act as if SOURCE had seen an event, and print the
 runs it started with, per workflow, why it matched or not. When no workflow
@@ -61,6 +66,17 @@ The event is push unless --event says otherwise, or manual when --input is
 given. An empty --ref means the source's default branch; --sha pins the
 commit instead of resolving REF.
 
+--workflow NAME (repeat) limits the trigger to the workflows of those
+names; the others are not even matched. A name the commit has no workflow
+of is an error that lists the workflows there, and starts nothing.
+
+--changed-file PATH (repeat; push only) gives the files the push changed,
+as repository-relative paths, so that "paths:" filters apply. Without it
+the changed files are unknown and a workflow with a paths filter does not
+run. At most 3000 paths.
+
+The run records the admin token's name as its actor (kici-admin runs show).
+
 --wait follows every started run live: status changes as "JOB: STATUS",
 log lines as "JOB | TEXT" (WORKFLOW/JOB when several runs started), then
 "run ID STATUS" per run. The exit status is 0 only if every run ended in
@@ -69,7 +85,9 @@ stderr.`,
 		Example: `  kici-admin trigger hello
   kici-admin trigger hello --ref release/1.2 --wait
   kici-admin trigger hello --event tag --ref v1.2.0 -o json
-  kici-admin trigger hello --input greeting=bonjour --wait`,
+  kici-admin trigger hello --input greeting=bonjour --wait
+  kici-admin trigger hello --event manual --workflow release --workflow docs
+  kici-admin trigger hello --changed-file docs/a.md --changed-file src/main.go`,
 		Args: exactArgs("SOURCE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := f.request(cmd)
@@ -110,6 +128,8 @@ stderr.`,
 	fl.StringVar(&f.ref, "ref", "", "`REF`: branch, tag or full ref (default: the source's default branch)")
 	fl.StringVar(&f.sha, "sha", "", "commit `SHA` to build instead of resolving --ref")
 	fl.StringArrayVar(&f.inputs, "input", nil, "a manual run's input as `NAME=VALUE` (repeat)")
+	fl.StringArrayVar(&f.workflows, "workflow", nil, "start only the workflow of this `NAME` (repeat); an unknown name is an error listing the valid ones")
+	fl.StringArrayVar(&f.changed, "changed-file", nil, "push: a changed file, a repository-relative `PATH` (repeat; at most 3000), so paths filters apply")
 	fl.BoolVar(&f.wait, "wait", false, "follow the started runs live and exit 0 only if all succeed")
 	addOutputFlag(cmd, &f.output)
 	return cmd
@@ -117,7 +137,7 @@ stderr.`,
 
 // request checks the flags and builds the trigger request.
 func (f *triggerFlags) request(cmd *cobra.Command) (apiv1.TriggerRequest, error) {
-	req := apiv1.TriggerRequest{Event: f.event, Ref: f.ref, SHA: f.sha}
+	req := apiv1.TriggerRequest{Event: f.event, Ref: f.ref, SHA: f.sha, Workflows: f.workflows, ChangedFiles: f.changed}
 	if err := checkOutput(f.output); err != nil {
 		return req, err
 	}
@@ -129,6 +149,22 @@ func (f *triggerFlags) request(cmd *cobra.Command) (apiv1.TriggerRequest, error)
 	}
 	if len(f.inputs) > 0 && req.Event != "manual" {
 		return req, usagef("--input is only for --event manual")
+	}
+	if len(f.changed) > 0 && req.Event != "push" {
+		return req, usagef("--changed-file is only for --event push")
+	}
+	if len(f.changed) > maxChangedFiles {
+		return req, usagef("--changed-file given %d times, at most %d", len(f.changed), maxChangedFiles)
+	}
+	for _, p := range f.changed {
+		if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+			return req, usagef("--changed-file %q: want a repository-relative path, like src/main.go", p)
+		}
+	}
+	for _, n := range f.workflows {
+		if strings.TrimSpace(n) == "" {
+			return req, usagef("--workflow %q: want a workflow name", n)
+		}
 	}
 	for _, kv := range f.inputs {
 		k, v, ok := strings.Cut(kv, "=")

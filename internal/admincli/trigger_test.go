@@ -23,6 +23,13 @@ func TestTrigger(t *testing.T) {
 		{name: "trigger-input-not-manual", args: []string{"trigger", "hello", "--event", "push", "--input", "a=b"}, code: 2},
 		{name: "trigger-bad-input", args: []string{"trigger", "hello", "--input", "novalue"}, code: 2},
 		{name: "trigger-no-source", args: []string{"trigger"}, code: 2},
+		{name: "trigger-workflow", args: []string{"trigger", "hello", "--event", "manual", "--workflow", "ops"}, code: 0},
+		{name: "trigger-workflow-unknown", args: []string{"trigger", "hello", "--event", "manual", "--workflow", "ops", "--workflow", "nope"}, code: 1},
+		{name: "trigger-workflow-empty", args: []string{"trigger", "hello", "--workflow", ""}, code: 2},
+		{name: "trigger-changed-file", args: []string{"trigger", "hello", "--changed-file", "docs/a.md", "--changed-file", "src/main.go"}, code: 0},
+		{name: "trigger-changed-file-no-match", args: []string{"trigger", "hello", "--changed-file", "docs/a.md"}, code: 1},
+		{name: "trigger-changed-file-not-push", args: []string{"trigger", "hello", "--event", "tag", "--ref", "v1", "--changed-file", "a.go"}, code: 2},
+		{name: "trigger-changed-file-absolute", args: []string{"trigger", "hello", "--changed-file", "/etc/passwd"}, code: 2},
 	})
 }
 

@@ -23,7 +23,7 @@ var runStatuses = []store.RunStatus{store.RunAwaitingApproval, store.RunPending,
 
 func toAPIRun(run store.Run) apiv1.Run {
 	out := apiv1.Run{
-		ID: run.ID, Source: run.Source, Workflow: run.Workflow, Event: run.Event, Ref: run.Ref, SHA: run.SHA,
+		ID: run.ID, Source: run.Source, Workflow: run.Workflow, Event: run.Event, Actor: eventActor(run.Event), Ref: run.Ref, SHA: run.SHA,
 		Status: string(run.Status), Error: run.Error, ParentRun: run.ParentRunID,
 		CreatedAt: run.CreatedAt, StartedAt: run.StartedAt, FinishedAt: run.FinishedAt,
 	}
@@ -39,6 +39,18 @@ func toAPIRun(run store.Run) apiv1.Run {
 		out.Jobs = append(out.Jobs, aj)
 	}
 	return out
+}
+
+// eventActor is the "actor" of a run's stored event; "" when it has none
+// or cannot be read.
+func eventActor(raw json.RawMessage) string {
+	var ev struct {
+		Actor string `json:"actor"`
+	}
+	if json.Unmarshal(raw, &ev) != nil {
+		return ""
+	}
+	return ev.Actor
 }
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {

@@ -186,11 +186,30 @@ func (s *Server) trigger(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "inputs are only for manual events")
 		return
 	}
+	if len(in.ChangedFiles) > 0 {
+		if ev.Kind != trigger.KindPush {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("changed_files are only for push events (this is a %s event)", ev.Kind))
+			return
+		}
+		files, err := checkChangedFiles(in.ChangedFiles)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		ev.ChangedFiles, ev.ChangedFilesKnown = files, true
+	}
+	only, err := checkTriggerWorkflows(in.Workflows)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	// The run records who asked for it: the admin token's name.
+	ev.Actor = principal(r).Name
 	if err := ev.Validate(); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	res, err := s.pipe.Trigger(r.Context(), name, ev)
+	res, err := s.pipe.TriggerWorkflows(r.Context(), name, ev, only)
 	if err != nil {
 		s.pipelineError(w, name, err)
 		return
@@ -217,7 +236,10 @@ func triggerResponse(res pipeline.Result) apiv1.TriggerResponse {
 
 func (s *Server) pipelineError(w http.ResponseWriter, name string, err error) {
 	var wfErr *pipeline.WorkflowError
+	var unknownErr *pipeline.UnknownWorkflowError
 	switch {
+	case errors.As(err, &unknownErr):
+		writeError(w, http.StatusUnprocessableEntity, err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("source %q: not found", name))
 	case errors.As(err, &wfErr):

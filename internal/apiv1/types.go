@@ -51,6 +51,13 @@ type TriggerRequest struct {
 	SHA string `json:"sha,omitempty"`
 	// Inputs are a manual run's inputs.
 	Inputs map[string]string `json:"inputs,omitempty"`
+	// Workflows, when not empty, limits the trigger to the workflows of
+	// these names; a name the commit has no workflow of is an error (422)
+	// that lists the names there.
+	Workflows []string `json:"workflows,omitempty"`
+	// ChangedFiles are a push's changed files (repository-relative paths),
+	// so that `paths:` filters apply; empty means unknown. Push events only.
+	ChangedFiles []string `json:"changed_files,omitempty"`
 }
 
 // RunRef names one run a trigger started.
@@ -75,19 +82,23 @@ type Decision struct {
 
 // Run is GET /api/v1/runs/{id}, and an element of RunList.
 type Run struct {
-	ID         string          `json:"id"`
-	Source     string          `json:"source"`
-	Workflow   string          `json:"workflow"`
-	Event      json.RawMessage `json:"event"`
-	Ref        string          `json:"ref"`
-	SHA        string          `json:"sha"`
-	Status     string          `json:"status"`
-	Error      string          `json:"error"`
-	ParentRun  string          `json:"parent_run_id,omitempty"`
-	CreatedAt  time.Time       `json:"created_at"`
-	StartedAt  *time.Time      `json:"started_at"`
-	FinishedAt *time.Time      `json:"finished_at"`
-	Jobs       []Job           `json:"jobs,omitempty"`
+	ID       string          `json:"id"`
+	Source   string          `json:"source"`
+	Workflow string          `json:"workflow"`
+	Event    json.RawMessage `json:"event"`
+	// Actor is who caused the run's event: the admin token's name for a
+	// run started through the API or kici-admin, the provider's user for a
+	// webhook delivery; empty when unknown.
+	Actor      string     `json:"actor,omitempty"`
+	Ref        string     `json:"ref"`
+	SHA        string     `json:"sha"`
+	Status     string     `json:"status"`
+	Error      string     `json:"error"`
+	ParentRun  string     `json:"parent_run_id,omitempty"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	Jobs       []Job      `json:"jobs,omitempty"`
 }
 
 // Job is one job of a Run.

@@ -87,7 +87,8 @@ flags; or give a GitHub delivery body as GitHub sends it with
 push, pull_request, create, workflow_dispatch, ping, ...). An event kici
 ignores (ping, a branch deletion) prints "ignored" and no workflows.
 
-Jobs whose "if" is false for the event are listed as skipped. Conditions on
+Jobs whose "if" is false for the event and the inputs (--input, else each
+input's default) are listed as skipped, with the reason. Conditions on
 upstream results (needs.*, success(), failure()) are evaluated as if every
 upstream succeeded.`,
 		Example: `  kici preview push --ref main --changed-file src/main.go

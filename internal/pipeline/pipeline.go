@@ -142,6 +142,14 @@ type Result struct {
 // starts it with secrets withheld, ignore starts nothing and says so in
 // Result.Ignored.
 func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Event) (Result, error) {
+	return p.TriggerWorkflows(ctx, sourceName, ev, nil)
+}
+
+// TriggerWorkflows is Trigger limited to the workflows named in only
+// (every workflow when only is empty): the others are neither matched nor
+// listed in the decisions. A name the commit has no workflow of gives an
+// *UnknownWorkflowError and starts nothing.
+func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev trigger.Event, only []string) (Result, error) {
 	row, src, err := p.Source(ctx, sourceName)
 	if err != nil {
 		return Result{}, err
@@ -180,6 +188,9 @@ func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Ev
 	}
 	plan, err := p.plan(ctx, src, workflowsAt)
 	if err != nil {
+		return Result{Event: ev}, err
+	}
+	if plan, err = selectWorkflows(plan, workflowsAt, only); err != nil {
 		return Result{Event: ev}, err
 	}
 	if !ev.ChangedFilesKnown && ev.Before != "" && needsPaths(plan) {

@@ -118,7 +118,7 @@ func stripBraces(src string) string {
 
 func compileIf(src string, ctx *IfContext) (*vm.Program, error) {
 	opts := append([]expr.Option{expr.Env(IfContext{}), expr.AsBool()}, statusFuncs(ctx)...)
-	return expr.Compile(stripBraces(src), opts...)
+	return expr.Compile(ifSource(src), opts...)
 }
 
 // newCheckConfig builds the type-checking configuration of `if:`
@@ -167,7 +167,7 @@ func checkIf(cfg *conf.Config, src string, sc ifScope) []string {
 	if strings.TrimSpace(stripBraces(src)) == "" {
 		return []string{"empty expression"}
 	}
-	tree, err := checker.ParseCheck(stripBraces(src), cfg)
+	tree, err := checker.ParseCheck(ifSource(src), cfg)
 	if err != nil {
 		return []string{"invalid expression: " + oneLine(err.Error())}
 	}
