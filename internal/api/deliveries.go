@@ -188,4 +188,3 @@ func (s *Server) redeliver(w http.ResponseWriter, r *http.Request) {
 	out := apiv1.Redelivery{Delivery: toAPIDelivery(stored), TriggerResponse: triggerResponse(o.res)}
 	writeJSON(w, http.StatusOK, out)
 }
-
