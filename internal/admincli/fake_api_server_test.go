@@ -78,6 +78,7 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	f.diagnoseRoutes(mux)
 	f.accessRoutes(mux)
 	f.approveRoutes(mux)
+	f.deliveriesRoutes(mux)
 	f.srv = httptest.NewServer(f.record(mux))
 	t.Cleanup(f.srv.Close)
 	return f

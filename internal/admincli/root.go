@@ -173,7 +173,7 @@ success), 2 on a bad command line.`,
 
 	root.AddCommand(
 		group("sources", []string{"source"}, "Register, list and remove the repositories kici builds",
-			newSourcesAddCmd(a), newSourcesListCmd(a), newSourcesRemoveCmd(a)),
+			newSourcesAddCmd(a), newSourcesListCmd(a), newSourcesRemoveCmd(a), newSourcesDeliveriesCmd(a), newSourcesRedeliverCmd(a)),
 		newTriggerCmd(a),
 		group("runs", []string{"run"}, "List, inspect, follow, cancel, rerun and approve runs",
 			newRunsListCmd(a), newRunsShowCmd(a), newRunsLogsCmd(a), newRunsWatchCmd(a),

@@ -176,6 +176,8 @@ func (s *Server) routes() []route {
 		{"POST /api/v1/sources", adminToken, auth.ContextCreate, "source.create", s.createSource},
 		{"DELETE /api/v1/sources/{name}", adminToken, auth.ContextDelete, "source.delete", s.deleteSource},
 		{"POST /api/v1/sources/{name}/trigger", adminToken, auth.RunTrigger, "run.trigger", s.trigger},
+		{"GET /api/v1/sources/{name}/deliveries", adminToken, auth.EventLogRead, "source.deliveries.list", s.listDeliveries},
+		{"POST /api/v1/sources/{name}/deliveries/{id}/redeliver", adminToken, auth.RunTrigger, "source.deliveries.redeliver", s.redeliver},
 		{"GET /api/v1/runs", adminToken, auth.RunRead, "run.list", s.listRuns},
 		{"GET /api/v1/runs/{id}", adminToken, auth.RunRead, "run.read", s.getRun},
 		{"POST /api/v1/runs/{id}/cancel", adminToken, auth.RunCancel, "run.cancel", s.cancelRun},

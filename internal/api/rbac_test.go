@@ -93,6 +93,18 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 		forkDir, forkBase, forkHead := forkRepo(t)
 		h.addForkSource(t, "walk-fork", forkDir, "approve")
 
+		// An accepted delivery, for the redeliver route.
+		push := genericPush(sha)
+		if resp := h.deliver(t, delivery{route: "generic", source: "walk", signature: sign("walk-secret", push), body: push}); resp.status != http.StatusOK {
+			t.Fatalf("walk delivery: got %d %s, want 200", resp.status, resp.body)
+		}
+		var walkList apiv1.DeliveryList
+		h.mustAdmin(t, http.MethodGet, "/api/v1/sources/walk/deliveries", nil, http.StatusOK, &walkList)
+		if len(walkList.Deliveries) == 0 {
+			t.Fatal("walk delivery: not listed")
+		}
+		walkDelivery := walkList.Deliveries[0].ID
+
 		var seq atomic.Int64
 		unique := func(prefix string) string { return fmt.Sprintf("%s%d", prefix, seq.Add(1)) }
 		static := func(path, body string, want int) fixture {
@@ -115,9 +127,13 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 				h.mustAdmin(t, http.MethodPost, "/api/v1/sources", apiv1.Source{Name: name, Kind: "git", URL: "https://example.com/x.git"}, http.StatusCreated, nil)
 				return "/api/v1/sources/" + name, "", http.StatusNoContent
 			},
-			"POST /api/v1/sources/{name}/trigger": static("/api/v1/sources/walk/trigger", `{"event": "push", "ref": "main"}`, http.StatusOK),
-			"GET /api/v1/runs":                    static("/api/v1/runs", "", http.StatusOK),
-			"GET /api/v1/runs/{id}":               static("/api/v1/runs/"+run, "", http.StatusOK),
+			"POST /api/v1/sources/{name}/trigger":   static("/api/v1/sources/walk/trigger", `{"event": "push", "ref": "main"}`, http.StatusOK),
+			"GET /api/v1/sources/{name}/deliveries": static("/api/v1/sources/walk/deliveries", "", http.StatusOK),
+			"POST /api/v1/sources/{name}/deliveries/{id}/redeliver": func(t *testing.T) (string, string, int) {
+				return "/api/v1/sources/walk/deliveries/" + walkDelivery + "/redeliver", "", http.StatusOK
+			},
+			"GET /api/v1/runs":      static("/api/v1/runs", "", http.StatusOK),
+			"GET /api/v1/runs/{id}": static("/api/v1/runs/"+run, "", http.StatusOK),
 			"POST /api/v1/runs/{id}/cancel": func(t *testing.T) (string, string, int) {
 				return "/api/v1/runs/" + h.trigger(t, "walk")[0].ID + "/cancel", "", http.StatusOK
 			},

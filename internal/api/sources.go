@@ -231,6 +231,9 @@ func triggerResponse(res pipeline.Result) apiv1.TriggerResponse {
 	for _, d := range res.Decisions {
 		out.Decisions = append(out.Decisions, apiv1.Decision{Workflow: d.Workflow, Matched: d.Matched, Reason: d.Reason})
 	}
+	if res.Invalid != nil {
+		out.Problems = strings.Split(res.Invalid.Err.Error(), "\n")
+	}
 	return out
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kici-dev/kici/internal/pipeline"
 	"github.com/kici-dev/kici/internal/store"
 	"github.com/kici-dev/kici/internal/trigger"
 )
@@ -38,7 +39,41 @@ const (
 	verdictBadDeliveryID = "rejected_delivery_id"
 	verdictInvalid       = "invalid_payload"
 	verdictFailed        = "failed"
+	// verdictInvalidWorkflow is a signed delivery whose commit has an
+	// invalid workflow file: the valid files' runs started (see its
+	// run_ids), the invalid ones are listed in its error.
+	verdictInvalidWorkflow = "invalid_workflow"
 )
+
+// Webhook providers, as stored with each delivery so that a redelivery
+// decodes the body the same way.
+const (
+	providerGitHub     = "github"
+	providerGitHubForm = "github-form" // GitHub's form content type: the JSON is the field "payload"
+	providerGeneric    = "generic"
+)
+
+// normalizer decodes the body of provider's delivery of kind.
+func normalizer(provider, kind string) func([]byte) (trigger.Event, error) {
+	switch provider {
+	case providerGitHub, providerGitHubForm:
+		return func(body []byte) (trigger.Event, error) {
+			if provider == providerGitHubForm {
+				// The signature covers the form body.
+				var err error
+				if body, err = formPayload(body); err != nil {
+					return trigger.Event{}, fmt.Errorf("github %s delivery: %w", kind, err)
+				}
+			}
+			return trigger.NormalizeGitHub(kind, body)
+		}
+	case providerGeneric:
+		return trigger.NormalizeGeneric
+	}
+	return func([]byte) (trigger.Event, error) {
+		return trigger.Event{}, fmt.Errorf("unknown webhook provider %q", provider)
+	}
+}
 
 // checkDeliveryID reports what is wrong with a delivery id header value:
 // more than maxDeliveryID characters, or a character that is not
@@ -81,21 +116,13 @@ func checkSignature(sig string, body []byte, secrets []string) bool {
 
 func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request) {
 	kind := r.Header.Get("X-GitHub-Event")
-	form := false
+	provider := providerGitHub
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && mt == "application/x-www-form-urlencoded" {
-		form = true
+		// A webhook set to the form content type sends the JSON as the
+		// field "payload".
+		provider = providerGitHubForm
 	}
-	s.webhook(w, r, "X-GitHub-Delivery", kind, func(body []byte) (trigger.Event, error) {
-		if form {
-			// A webhook set to the form content type sends the JSON as
-			// the field "payload"; the signature covers the form body.
-			var err error
-			if body, err = formPayload(body); err != nil {
-				return trigger.Event{}, fmt.Errorf("github %s delivery: %w", kind, err)
-			}
-		}
-		return trigger.NormalizeGitHub(kind, body)
-	})
+	s.webhook(w, r, provider, "X-GitHub-Delivery", kind)
 }
 
 // formPayload returns the "payload" field of a form-encoded GitHub
@@ -113,7 +140,7 @@ func formPayload(body []byte) ([]byte, error) {
 }
 
 func (s *Server) genericWebhook(w http.ResponseWriter, r *http.Request) {
-	s.webhook(w, r, "X-Kici-Delivery", "push", trigger.NormalizeGeneric)
+	s.webhook(w, r, providerGeneric, "X-Kici-Delivery", "push")
 }
 
 // webhook verifies, dedups, records and runs one delivery, whose id is
@@ -121,11 +148,12 @@ func (s *Server) genericWebhook(w http.ResponseWriter, r *http.Request) {
 //
 // A delivery id that is too long or not printable ASCII is refused (400)
 // before anything else and stores nothing. Every other delivery gets a
-// row in the delivery log with its metadata (never its body); for one
+// row in the delivery log with its metadata, and a signed one that ran
+// (processed, invalid_workflow) its body too, for a redelivery; for one
 // rejected before its signature was checked (unknown source, body too
-// large, no webhook secret, bad signature) the row, and the audit entry
-// of a 401, are sampled by s.rejects.
-func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind string, normalize func([]byte) (trigger.Event, error)) {
+// large, no webhook secret, bad signature) the row, the audit entry of a
+// 401 and the warning logged are sampled by s.rejects.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request, provider, idHeader, kind string) {
 	name := r.PathValue("source")
 	ctx := r.Context()
 	deliveryID := r.Header.Get(idHeader)
@@ -136,16 +164,18 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 	}
 	client := s.clientAddr(r)
 	var bodyBytes int64
-	record := func(verdict, detail string, runIDs []string) {
-		s.countDelivery(verdict)
-		if runIDs == nil {
-			runIDs = []string{}
-		}
+	var body []byte
+	recordOutcome := func(o deliveryOutcome) {
+		s.countDelivery(o.verdict)
 		_, err := s.db.RecordWebhookEvent(context.WithoutCancel(ctx), store.WebhookEvent{Source: name, DeliveryID: deliveryID, Kind: kind,
-			Verdict: verdict, Detail: detail, RunIDs: runIDs, ClientAddr: client, UserAgent: r.UserAgent(), BodyBytes: bodyBytes})
+			Verdict: o.verdict, Detail: o.detail, Error: o.errText, RunIDs: o.runIDs, ClientAddr: client, UserAgent: r.UserAgent(),
+			BodyBytes: bodyBytes, Provider: provider, Body: body})
 		if err != nil {
 			s.log.Error("record webhook event failed", "source", store.BoundText(name, 64), "error", err)
 		}
+	}
+	record := func(verdict, detail string, runIDs []string) {
+		recordOutcome(deliveryOutcome{verdict: verdict, detail: detail, runIDs: runIDs})
 	}
 	// reject records a delivery refused before it was authenticated, if
 	// the sampler lets it, keyed by sampleAs (the source, or "" for one
@@ -163,7 +193,9 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 		if dropped > 0 {
 			detail += fmt.Sprintf(" (and %d earlier rejected deliveries of this source from this address not recorded: over %d a minute)", dropped, s.rejects.perKey)
 		}
-		record(verdict, detail, nil)
+		s.log.Warn("webhook delivery rejected", "source", store.BoundText(name, 64), "verdict", verdict,
+			"detail", detail, "client", client, "delivery", deliveryID)
+		recordOutcome(deliveryOutcome{verdict: verdict, detail: detail, errText: detail})
 	}
 	src, err := s.lookupWebhookSource(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -175,7 +207,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 		s.storeError(w, fmt.Sprintf("source %q", name), err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxWebhookBody))
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxWebhookBody))
 	bodyBytes = int64(len(body))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -209,7 +241,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 		writeError(w, http.StatusUnauthorized, "signature missing or invalid (X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body>)")
 		return
 	}
-	ev, err := normalize(body)
+	ev, err := normalizer(provider, kind)(body)
 	var ignored *trigger.IgnoredError
 	if errors.As(err, &ignored) {
 		record(verdictIgnored, ignored.Reason, nil)
@@ -222,7 +254,8 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 		return
 	}
 	if err != nil {
-		record(verdictInvalid, err.Error(), nil)
+		s.log.Warn("webhook delivery rejected", "source", name, "verdict", verdictInvalid, "detail", err.Error(), "client", client, "delivery", deliveryID)
+		recordOutcome(deliveryOutcome{verdict: verdictInvalid, detail: err.Error(), errText: err.Error()})
 		writeError(w, http.StatusBadRequest, "invalid payload: "+err.Error())
 		return
 	}
@@ -238,29 +271,67 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, idHeader, kind 
 			return
 		}
 	}
-	res, err := s.pipe.Trigger(ctx, name, ev)
-	if err != nil {
-		if deliveryID != "" && len(res.Runs) == 0 {
-			// Nothing was started: let the provider's redelivery try again.
-			if ferr := s.db.ForgetDelivery(context.WithoutCancel(ctx), name, deliveryID); ferr != nil {
-				s.log.Error("forget failed delivery", "source", name, "error", ferr)
-			}
+	o := s.runDelivery(ctx, name, ev)
+	if o.err != nil && deliveryID != "" && len(o.runIDs) == 0 {
+		// Nothing was started: let the provider's redelivery try again.
+		if ferr := s.db.ForgetDelivery(context.WithoutCancel(ctx), name, deliveryID); ferr != nil {
+			s.log.Error("forget failed delivery", "source", name, "error", ferr)
 		}
-		record(verdictFailed, err.Error(), nil)
-		s.pipelineError(w, name, err)
-		return
 	}
-	if res.Ignored != "" {
-		record(verdictIgnored, res.Ignored, nil)
-		writeJSON(w, http.StatusOK, map[string]any{"ignored": true, "reason": res.Ignored})
-		return
+	recordOutcome(o)
+	s.writeOutcome(w, name, o)
+}
+
+// deliveryOutcome is what running a delivery's event did, as recorded in
+// the delivery log.
+type deliveryOutcome struct {
+	verdict, detail string
+	// errText is the delivery's error: for an invalid workflow, one
+	// FILE:LINE:COL: message per line.
+	errText string
+	runIDs  []string
+	res     pipeline.Result
+	// err is the pipeline's error, answered by pipelineError.
+	err error
+}
+
+// runDelivery runs the pipeline for a verified delivery's event. A commit
+// with invalid workflow files next to valid ones runs the valid ones: the
+// verdict is invalid_workflow either way, with the runs that started.
+func (s *Server) runDelivery(ctx context.Context, name string, ev trigger.Event) deliveryOutcome {
+	res, err := s.pipe.Trigger(ctx, name, ev)
+	var wfErr *pipeline.WorkflowError
+	switch {
+	case errors.As(err, &wfErr):
+		return deliveryOutcome{verdict: verdictInvalidWorkflow, detail: fmt.Sprintf("workflows at %.12s are invalid; no run started", wfErr.SHA),
+			errText: wfErr.Err.Error(), err: err}
+	case err != nil:
+		return deliveryOutcome{verdict: verdictFailed, detail: err.Error(), errText: err.Error(), err: err}
+	case res.Ignored != "":
+		return deliveryOutcome{verdict: verdictIgnored, detail: res.Ignored}
 	}
-	var ids []string
+	ids := []string{}
 	for _, run := range res.Runs {
 		ids = append(ids, run.ID)
 	}
-	record(verdictProcessed, fmt.Sprintf("%d run(s)", len(ids)), ids)
-	writeJSON(w, http.StatusOK, triggerResponse(res))
+	o := deliveryOutcome{verdict: verdictProcessed, detail: fmt.Sprintf("%d run(s)", len(ids)), runIDs: ids, res: res}
+	if res.Invalid != nil {
+		o.verdict, o.errText = verdictInvalidWorkflow, res.Invalid.Err.Error()
+		o.detail = fmt.Sprintf("%d run(s); some workflows at %.12s are invalid and did not run", len(ids), res.Invalid.SHA)
+	}
+	return o
+}
+
+// writeOutcome answers a delivery with what running it did.
+func (s *Server) writeOutcome(w http.ResponseWriter, name string, o deliveryOutcome) {
+	switch {
+	case o.err != nil:
+		s.pipelineError(w, name, o.err)
+	case o.verdict == verdictIgnored:
+		writeJSON(w, http.StatusOK, map[string]any{"ignored": true, "reason": o.detail})
+	default:
+		writeJSON(w, http.StatusOK, triggerResponse(o.res))
+	}
 }
 
 // lookupWebhookSource returns the source a delivery names. A name that

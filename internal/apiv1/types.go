@@ -71,6 +71,9 @@ type RunRef struct {
 type TriggerResponse struct {
 	Runs      []RunRef   `json:"runs"`
 	Decisions []Decision `json:"decisions,omitempty"`
+	// Problems are the invalid workflow files of the commit, one
+	// FILE:LINE:COL: message each, when others were valid and ran.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // Decision is the matcher's verdict on one workflow.
@@ -414,4 +417,51 @@ type DiagnoseCheck struct {
 // itself (database, migrations, data dir, keys, scaler backends), in order.
 type Diagnosis struct {
 	Checks []DiagnoseCheck `json:"checks"`
+}
+
+// Delivery is one element of GET /api/v1/sources/{name}/deliveries: a
+// webhook delivery (or a redelivery) and what became of it.
+type Delivery struct {
+	ID string `json:"id"`
+	// DeliveryID is the provider's id of the delivery (X-GitHub-Delivery,
+	// X-Kici-Delivery); empty when it sent none.
+	DeliveryID string `json:"delivery_id,omitempty"`
+	// Event is the provider's event name (push, pull_request, ping, …).
+	Event      string    `json:"event"`
+	ReceivedAt time.Time `json:"received_at"`
+	// Verdict is one of accepted, duplicate, ignored, rejected_signature,
+	// invalid_payload, invalid_workflow, no_match, failed.
+	Verdict string `json:"verdict"`
+	// Detail explains the verdict; a stored verdict that the list above
+	// does not name (rejected_too_large, …) is its first word.
+	Detail string `json:"detail,omitempty"`
+	// Error is what went wrong; for invalid_workflow one
+	// FILE:LINE:COL: message per line.
+	Error string `json:"error,omitempty"`
+	// Runs are the ids of the runs the delivery started.
+	Runs       []string `json:"runs"`
+	ClientAddr string   `json:"client_addr,omitempty"`
+	UserAgent  string   `json:"user_agent,omitempty"`
+	BodyBytes  int64    `json:"body_bytes"`
+	// Redeliverable says whether the body was kept, so that kici-admin
+	// sources redeliver can run it again.
+	Redeliverable bool `json:"redeliverable"`
+	// RedeliveryOf is, for a redelivery, the id of the delivery re-run.
+	RedeliveryOf string `json:"redelivery_of,omitempty"`
+}
+
+// DeliveryList is a page of GET /api/v1/sources/{name}/deliveries
+// ?limit=&cursor=, newest first.
+type DeliveryList struct {
+	Deliveries []Delivery `json:"deliveries"`
+	// NextCursor, passed as ?cursor=, reads the page after this one
+	// (older deliveries); empty on the last page.
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// Redelivery is POST /api/v1/sources/{name}/deliveries/{id}/redeliver: the
+// new delivery recorded and what running it did.
+type Redelivery struct {
+	Delivery Delivery `json:"delivery"`
+	TriggerResponse
 }

@@ -131,6 +131,11 @@ type Result struct {
 	// Ignored says why nothing was even matched (a pull request from a
 	// fork on a source whose fork policy is ignore); empty otherwise.
 	Ignored string
+	// Invalid holds the problems of the workflow files that did not
+	// compile while others did: the valid ones were matched and run, the
+	// invalid ones skipped. Nil when every file compiled. (When no file
+	// compiles, Trigger returns the *WorkflowError as its error.)
+	Invalid *WorkflowError
 }
 
 // Trigger runs the pipeline for one event on a source.
@@ -186,9 +191,12 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 	if workflowsAt == "" {
 		workflowsAt = ev.SHA
 	}
-	plan, err := p.plan(ctx, src, workflowsAt)
+	plan, invalid, err := p.plan(ctx, src, workflowsAt)
 	if err != nil {
 		return Result{Event: ev}, err
+	}
+	if invalid != nil && len(plan.Workflows) == 0 {
+		return Result{Event: ev}, invalid
 	}
 	if plan, err = selectWorkflows(plan, workflowsAt, only); err != nil {
 		return Result{Event: ev}, err
@@ -201,7 +209,7 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 			ev.ChangedFiles, ev.ChangedFilesKnown = files, true
 		}
 	}
-	res := Result{Event: ev, Decisions: trigger.MatchAll(plan, ev)}
+	res := Result{Event: ev, Decisions: trigger.MatchAll(plan, ev), Invalid: invalid}
 	for i, d := range res.Decisions {
 		if !d.Matched {
 			continue
@@ -216,19 +224,21 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 }
 
 // plan reads the workflows at sha: the lock file if committed, else the
-// YAML compiled here.
-func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (*workflow.Plan, error) {
+// YAML compiled here. A YAML file that does not compile does not stop the
+// others: their plan comes back with the problems as invalid (nil when
+// there are none). A lock file is all or nothing.
+func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (_ *workflow.Plan, invalid *WorkflowError, _ error) {
 	files, lock, err := src.Workflows(ctx, sha)
 	if errors.Is(err, workflow.ErrTooManyFiles) {
-		return nil, &WorkflowError{SHA: sha, Err: err}
+		return nil, nil, &WorkflowError{SHA: sha, Err: err}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read workflows at %s: %w", short(sha), err)
+		return nil, nil, fmt.Errorf("read workflows at %s: %w", short(sha), err)
 	}
 	if lock != nil {
 		plan, err := workflow.ParseLock(lock)
 		if err != nil {
-			return nil, &WorkflowError{SHA: sha, Err: err}
+			return nil, nil, &WorkflowError{SHA: sha, Err: err}
 		}
 		// A lock file was compiled elsewhere, under whatever limit.
 		var errs []error
@@ -238,18 +248,21 @@ func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (*wo
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
-			return nil, &WorkflowError{SHA: sha, Err: err}
+			return nil, nil, &WorkflowError{SHA: sha, Err: err}
 		}
-		return plan, nil
+		return plan, nil, nil
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%s: %w", short(sha), ErrNoWorkflows)
+		return nil, nil, fmt.Errorf("%s: %w", short(sha), ErrNoWorkflows)
 	}
-	plan, err := workflow.CompileWith(files, workflow.Options{MaxJobsPerRun: p.cfg.MaxJobsPerRun})
+	plan, problems, err := workflow.CompileValid(files, workflow.Options{MaxJobsPerRun: p.cfg.MaxJobsPerRun})
 	if err != nil {
-		return nil, &WorkflowError{SHA: sha, Err: err}
+		return nil, nil, &WorkflowError{SHA: sha, Err: err}
 	}
-	return plan, nil
+	if len(problems) > 0 {
+		invalid = &WorkflowError{SHA: sha, Err: problems}
+	}
+	return plan, invalid, nil
 }
 
 func needsPaths(plan *workflow.Plan) bool {

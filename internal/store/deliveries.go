@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -56,8 +57,9 @@ func (q *queries) PurgeExpiredDeliveries(ctx context.Context, now time.Time) (in
 // WebhookEvent is one entry of the webhook delivery log. Every text
 // field may come from an unauthenticated sender, so RecordWebhookEvent
 // stores each one bounded (see the max* constants below), as valid UTF-8
-// with control characters replaced; the body of a delivery is never
-// stored, only its size.
+// with control characters replaced. The body of a delivery is stored
+// only for the verdicts in BodyVerdicts (signed deliveries that were
+// processed), so that it can be redelivered; never for a rejected one.
 type WebhookEvent struct {
 	// ID is empty on input to mean NewID.
 	ID         string
@@ -81,7 +83,30 @@ type WebhookEvent struct {
 	BodyBytes int64
 	// ReceivedAt is zero on input to mean now.
 	ReceivedAt time.Time
+	// Error is what went wrong, bounded to maxEventError bytes; for an
+	// invalid workflow, one "FILE:LINE:COL: message" per line.
+	Error string
+	// Provider is the endpoint the delivery came to: github or generic.
+	Provider string
+	// Body is the delivery's body, kept (up to MaxEventBody bytes) only
+	// when Verdict is one of BodyVerdicts; RecordWebhookEvent drops it
+	// otherwise. ListWebhookEventsPage leaves it nil; GetWebhookEvent
+	// reads it.
+	Body []byte
+	// RedeliveryOf is, for a redelivery, the ID of the event re-run.
+	RedeliveryOf string
+	// HasBody, on output, says whether the body was kept.
+	HasBody bool
 }
+
+// BodyVerdicts are the verdicts whose delivery keeps its body: signed
+// deliveries that started runs or were refused only for an invalid
+// workflow, the ones worth running again.
+var BodyVerdicts = []string{"processed", "invalid_workflow"}
+
+// MaxEventBody bounds a stored delivery body in bytes: a longer one is
+// not stored at all (a cut body would not parse).
+const MaxEventBody = 25 << 20
 
 // Bounds of the text fields of a stored WebhookEvent, in bytes. A longer
 // value is cut at a character boundary and ends in "…".
@@ -93,9 +118,10 @@ const (
 	maxEventClientAddr = 64
 	maxEventUserAgent  = 200
 	maxEventRunIDs     = 100
+	maxEventError      = 8192
 )
 
-const webhookEventColumns = "id, source, delivery_id, kind, verdict, detail, run_ids, client_addr, user_agent, body_bytes, received_at"
+const webhookEventColumns = "id, source, delivery_id, kind, verdict, detail, run_ids, client_addr, user_agent, body_bytes, received_at, error, provider, redelivery_of"
 
 // RecordWebhookEvent appends ev to the delivery log, each field bounded,
 // and returns it as stored.
@@ -124,10 +150,21 @@ func (q *queries) RecordWebhookEvent(ctx context.Context, ev WebhookEvent) (Webh
 	ev.ClientAddr = BoundText(ev.ClientAddr, maxEventClientAddr)
 	ev.UserAgent = BoundText(ev.UserAgent, maxEventUserAgent)
 	ev.BodyBytes = max(ev.BodyBytes, 0)
+	ev.Error = boundLines(ev.Error, maxEventError)
+	ev.Provider = BoundText(ev.Provider, maxEventKind)
+	ev.RedeliveryOf = BoundText(ev.RedeliveryOf, maxEventSource)
+	if !slices.Contains(BodyVerdicts, ev.Verdict) || len(ev.Body) == 0 || len(ev.Body) > MaxEventBody {
+		ev.Body = nil
+	}
+	var body any // NULL when there is none
+	if ev.Body != nil {
+		body = ev.Body
+	}
+	ev.HasBody = ev.Body != nil
 	_, err := q.exec(ctx,
-		"INSERT INTO webhook_events ("+webhookEventColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		"INSERT INTO webhook_events ("+webhookEventColumns+", body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		ev.ID, ev.Source, ev.DeliveryID, ev.Kind, ev.Verdict, ev.Detail, stringsArg(ev.RunIDs),
-		ev.ClientAddr, ev.UserAgent, ev.BodyBytes, timeArg(ev.ReceivedAt))
+		ev.ClientAddr, ev.UserAgent, ev.BodyBytes, timeArg(ev.ReceivedAt), ev.Error, ev.Provider, ev.RedeliveryOf, body)
 	if err != nil {
 		return WebhookEvent{}, fmt.Errorf("record webhook event %q of source %q: %w", ev.DeliveryID, ev.Source, classify(err))
 	}
@@ -167,11 +204,32 @@ func (q *queries) ListWebhookEvents(ctx context.Context, source string, limit in
 	case limit > 1000:
 		limit = 1000
 	}
-	query := "SELECT " + webhookEventColumns + " FROM webhook_events"
+	return q.ListWebhookEventsPage(ctx, source, nil, limit)
+}
+
+// WebhookEventCursor is where a page of ListWebhookEventsPage starts: the
+// events strictly older than this one (by receipt time, then id).
+type WebhookEventCursor struct {
+	ReceivedAt time.Time
+	ID         string
+}
+
+// ListWebhookEventsPage returns up to limit events of a source ("" for
+// every source), newest first, after cursor (nil: from the newest), without
+// their bodies.
+func (q *queries) ListWebhookEventsPage(ctx context.Context, source string, after *WebhookEventCursor, limit int) ([]WebhookEvent, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("list webhook events: limit %d: want at least 1", limit)
+	}
+	query := "SELECT " + webhookEventColumns + ", body IS NOT NULL FROM webhook_events WHERE 1 = 1"
 	var args []any
 	if source != "" {
-		query += " WHERE source = ?"
+		query += " AND source = ?"
 		args = append(args, source)
+	}
+	if after != nil {
+		query += " AND (received_at < ? OR (received_at = ? AND id < ?))"
+		args = append(args, timeArg(after.ReceivedAt), timeArg(after.ReceivedAt), after.ID)
 	}
 	query += " ORDER BY received_at DESC, id DESC LIMIT ?"
 	args = append(args, limit)
@@ -183,8 +241,7 @@ func (q *queries) ListWebhookEvents(ctx context.Context, source string, limit in
 	var out []WebhookEvent
 	for rows.Next() {
 		var ev WebhookEvent
-		if err := rows.Scan(&ev.ID, &ev.Source, &ev.DeliveryID, &ev.Kind, &ev.Verdict, &ev.Detail,
-			jsonCol[[]string]{&ev.RunIDs}, &ev.ClientAddr, &ev.UserAgent, &ev.BodyBytes, timeCol{&ev.ReceivedAt}); err != nil {
+		if err := rows.Scan(append(webhookEventDest(&ev), &ev.HasBody)...); err != nil {
 			return nil, fmt.Errorf("list webhook events: %w", err)
 		}
 		out = append(out, ev)
@@ -193,6 +250,55 @@ func (q *queries) ListWebhookEvents(ctx context.Context, source string, limit in
 		return nil, fmt.Errorf("list webhook events: %w", err)
 	}
 	return out, nil
+}
+
+// GetWebhookEvent returns the event id of source, with its body (nil when
+// none was kept), or ErrNotFound.
+func (q *queries) GetWebhookEvent(ctx context.Context, source, id string) (WebhookEvent, error) {
+	var ev WebhookEvent
+	var body []byte
+	err := q.queryRow(ctx, "SELECT "+webhookEventColumns+", body FROM webhook_events WHERE source = ? AND id = ?", source, id).
+		Scan(append(webhookEventDest(&ev), &body)...)
+	if err != nil {
+		return WebhookEvent{}, fmt.Errorf("webhook event %q of source %q: %w", id, source, classify(err))
+	}
+	if len(body) > 0 {
+		ev.Body, ev.HasBody = body, true
+	}
+	return ev, nil
+}
+
+// webhookEventDest are the scan destinations of webhookEventColumns.
+func webhookEventDest(ev *WebhookEvent) []any {
+	return []any{&ev.ID, &ev.Source, &ev.DeliveryID, &ev.Kind, &ev.Verdict, &ev.Detail,
+		jsonCol[[]string]{&ev.RunIDs}, &ev.ClientAddr, &ev.UserAgent, &ev.BodyBytes, timeCol{&ev.ReceivedAt},
+		&ev.Error, &ev.Provider, &ev.RedeliveryOf}
+}
+
+// boundLines is BoundText for a text of lines: each line is cleaned as
+// BoundText cleans, and a text over maxBytes keeps the whole lines that
+// fit and ends in a line "…".
+func boundLines(s string, maxBytes int) string {
+	const ellipsis = "…"
+	if s == "" {
+		return ""
+	}
+	var b strings.Builder
+	for i, l := range strings.Split(s, "\n") {
+		l = BoundText(l, maxBytes-len(ellipsis)-1)
+		sep := ""
+		if i > 0 {
+			sep = "\n"
+		}
+		if b.Len()+len(sep)+len(l) > maxBytes-len(ellipsis)-1 {
+			if b.Len() == 0 {
+				return ellipsis
+			}
+			return b.String() + "\n" + ellipsis
+		}
+		b.WriteString(sep + l)
+	}
+	return b.String()
 }
 
 // ForgetDelivery removes a delivery id recorded by MarkDelivery, so that a

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,4 +232,130 @@ func TestBoundText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWebhookEventBodies: only a processed or invalid_workflow event keeps
+// its body, GetWebhookEvent reads it back, and the listing says which ones
+// have one without reading it.
+func TestWebhookEventBodies(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		body := []byte(`{"ref":"refs/heads/main","after":"abc"}` + "\x00\xff")
+		want := map[string]bool{"processed": true, "invalid_workflow": true, "rejected_signature": false, "duplicate": false, "failed": false}
+		ids := map[string]string{}
+		for verdict := range want {
+			ev, err := db.RecordWebhookEvent(ctx, WebhookEvent{Source: "repo", Verdict: verdict, Provider: "generic", Body: body})
+			if err != nil {
+				t.Fatalf("record %s: %v", verdict, err)
+			}
+			ids[verdict] = ev.ID
+		}
+		for verdict, keep := range want {
+			got, err := db.GetWebhookEvent(ctx, "repo", ids[verdict])
+			if err != nil {
+				t.Fatalf("get %s: %v", verdict, err)
+			}
+			if keep && !cmp.Equal(got.Body, body) || !keep && got.Body != nil || got.HasBody != keep {
+				t.Errorf("%s: got body %q (has %t), want kept=%t", verdict, got.Body, got.HasBody, keep)
+			}
+			if got.Provider != "generic" {
+				t.Errorf("%s: got provider %q, want generic", verdict, got.Provider)
+			}
+		}
+		list, err := db.ListWebhookEventsPage(ctx, "repo", nil, 10)
+		if err != nil || len(list) != len(want) {
+			t.Fatalf("list: got %d events (%v), want %d", len(list), err, len(want))
+		}
+		for _, ev := range list {
+			if ev.Body != nil || ev.HasBody != want[ev.Verdict] {
+				t.Errorf("listed %s: got body %q, has %t; want no body read, has %t", ev.Verdict, ev.Body, ev.HasBody, want[ev.Verdict])
+			}
+		}
+		if _, err := db.GetWebhookEvent(ctx, "other", ids["processed"]); !errors.Is(err, ErrNotFound) {
+			t.Errorf("get another source's event: got %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// TestWebhookEventErrorLines: an event's error keeps its lines, each one
+// cleaned, and a long one is cut at a line with an ellipsis line.
+func TestWebhookEventErrorLines(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		short := "a.yml:1:2: bad\x1b[2J\nb.yml:3:4: worse"
+		var long strings.Builder
+		for i := range 1000 {
+			fmt.Fprintf(&long, "c.yml:%d:1: problem number %d\n", i+1, i)
+		}
+		for _, tt := range []struct {
+			name, in string
+			check    func(string) bool
+		}{
+			{"lines kept, controls replaced", short, func(s string) bool { return s == "a.yml:1:2: bad\uFFFD[2J\nb.yml:3:4: worse" }},
+			{"long cut at a line", long.String(), func(s string) bool {
+				lines := strings.Split(s, "\n")
+				return len(s) <= maxEventError && lines[len(lines)-1] == "…" && strings.HasPrefix(lines[len(lines)-2], "c.yml:") && len(lines) > 100
+			}},
+		} {
+			ev, err := db.RecordWebhookEvent(ctx, WebhookEvent{Source: "repo", Verdict: "invalid_workflow", Error: tt.in})
+			if err != nil {
+				t.Fatalf("%s: record: %v", tt.name, err)
+			}
+			got, err := db.GetWebhookEvent(ctx, "repo", ev.ID)
+			if err != nil {
+				t.Fatalf("%s: get: %v", tt.name, err)
+			}
+			if !tt.check(got.Error) || got.Error != ev.Error {
+				t.Errorf("%s: got error %q (returned %q)", tt.name, clipForTest(got.Error), clipForTest(ev.Error))
+			}
+		}
+	})
+}
+
+// TestWebhookEventPages: pages after a cursor are the rest of the list,
+// newest first, one source only.
+func TestWebhookEventPages(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		var want []string
+		for i := range 7 {
+			ev, err := db.RecordWebhookEvent(ctx, WebhookEvent{Source: "repo", DeliveryID: fmt.Sprint(i), Verdict: "duplicate"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append([]string{ev.ID}, want...)
+			if _, err := db.RecordWebhookEvent(ctx, WebhookEvent{Source: "other", Verdict: "duplicate"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		var after *WebhookEventCursor
+		for range 10 {
+			page, err := db.ListWebhookEventsPage(ctx, "repo", after, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range page {
+				got = append(got, ev.ID)
+			}
+			if len(page) < 3 {
+				break
+			}
+			last := page[len(page)-1]
+			after = &WebhookEventCursor{ReceivedAt: last.ReceivedAt, ID: last.ID}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("pages of 3 (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func clipForTest(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }

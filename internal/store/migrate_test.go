@@ -148,8 +148,8 @@ func TestForkPolicyMigrationKeepsRuns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("create awaiting run: %v", err)
 			}
-			if _, err := p.Down(ctx); err != nil {
-				t.Fatalf("migrate down from 19: %v", err)
+			if _, err := p.DownTo(ctx, 21); err != nil {
+				t.Fatalf("migrate down below 00022: %v", err)
 			}
 			if got, err := db.GetRun(ctx, awaiting.ID); err != nil || got.Status != RunCancelled {
 				t.Errorf("awaiting run after going down: got %s (%v), want cancelled", got.Status, err)

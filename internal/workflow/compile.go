@@ -134,8 +134,23 @@ func Compile(files []File) (*Plan, error) {
 // CompileWith is Compile with opts. More than MaxFiles files give an
 // error wrapping ErrTooManyFiles, before any file is read.
 func CompileWith(files []File, opts Options) (*Plan, error) {
-	if err := CheckFileCount(len(files)); err != nil {
+	plan, errs, err := CompileValid(files, opts)
+	if err != nil {
 		return nil, err
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return plan, nil
+}
+
+// CompileValid is CompileWith that keeps going past invalid files: it
+// returns the plan of the valid workflows (possibly none) and the problems
+// of the invalid ones, sorted; one bad file does not stop its siblings. err
+// is only for what stops every file (too many of them).
+func CompileValid(files []File, opts Options) (*Plan, ErrorList, error) {
+	if err := CheckFileCount(len(files)); err != nil {
+		return nil, nil, err
 	}
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
@@ -167,11 +182,8 @@ func CompileWith(files []File, opts Options) (*Plan, error) {
 		}
 		plan.Workflows = append(plan.Workflows, *wf)
 	}
-	if len(all) > 0 {
-		all.sort()
-		return nil, all
-	}
-	return plan, nil
+	all.sort()
+	return plan, all, nil
 }
 
 func dedupe(errs ErrorList) ErrorList {
