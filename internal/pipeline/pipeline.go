@@ -182,13 +182,8 @@ func (p *Pipeline) Trigger(ctx context.Context, sourceName string, ev trigger.Ev
 	if err != nil {
 		return Result{Event: ev}, err
 	}
-	if !ev.ChangedFilesKnown && ev.Before != "" && needsPaths(plan) {
-		files, err := src.ChangedFiles(ctx, ev.Before, ev.SHA)
-		if err != nil {
-			p.log.Warn("changed files unknown", "source", sourceName, "error", err)
-		} else if files != nil {
-			ev.ChangedFiles, ev.ChangedFilesKnown = files, true
-		}
+	if !ev.ChangedFilesKnown && ev.ChangedFilesWarning == "" && needsPaths(plan) {
+		p.fillChangedFiles(ctx, sourceName, src, &ev)
 	}
 	res := Result{Event: ev, Decisions: trigger.MatchAll(plan, ev)}
 	for i, d := range res.Decisions {
