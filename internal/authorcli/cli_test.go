@@ -40,6 +40,8 @@ func TestCommands(t *testing.T) {
 		{name: "preview-github-push-json", args: []string{"preview", "testdata/repo", "--github-event", "push", "--payload", "testdata/push_commits.json", "-o", "json"}, code: 0},
 		{name: "preview-github-tag", args: []string{"preview", "testdata/repo", "--github-event", "push", "--payload", "testdata/push_tag.json"}, code: 0},
 		{name: "preview-github-pr", args: []string{"preview", "testdata/repo", "--github-event", "pull_request", "--payload", "testdata/pull_request_synchronize_fork.json"}, code: 0},
+		{name: "preview-github-pr-changed-file", args: []string{"preview", "testdata/repo", "--github-event", "pull_request", "--payload", "testdata/pull_request_synchronize_fork.json", "--changed-file", "docs/a.md"}, code: 0},
+		{name: "preview-github-new-branch", args: []string{"preview", "testdata/repo", "--github-event", "push", "--payload", "testdata/push_new_branch.json"}, code: 0},
 		{name: "preview-github-ping-json", args: []string{"preview", "testdata/repo", "--github-event", "ping", "--payload", "testdata/ping.json", "-o", "json"}, code: 0},
 		{name: "preview-dashed-input-default", args: []string{"preview", "testdata/dashed", "manual"}, code: 0},
 		{name: "preview-dashed-input-set", args: []string{"preview", "testdata/dashed", "manual", "--input", "dry-run=false"}, code: 0},

@@ -87,6 +87,11 @@ flags; or give a GitHub delivery body as GitHub sends it with
 push, pull_request, create, workflow_dispatch, ping, ...). An event kici
 ignores (ping, a branch deletion) prints "ignored" and no workflows.
 
+A delivery's changed files come from the payload alone: a push lists them in
+its commits (a new branch's too). A pull_request delivery does not list
+them, nor does a new branch without commits: preview says they are unknown
+(the orchestrator reads them from the source), and --changed-file gives them.
+
 Jobs whose "if" is false for the event and the inputs (--input, else each
 input's default) are listed as skipped, with the reason. Conditions on
 upstream results (needs.*, success(), failure()) are evaluated as if every
@@ -159,6 +164,11 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 		if err != nil {
 			return "", builtEvent{}, fmt.Errorf("read %s: %w", f.payload, err)
 		}
+		if len(f.changed) > 0 {
+			ev.SetChangedFiles(f.changed)
+		} else if !ev.ChangedFilesKnown && ev.ChangedFilesWarning == "" {
+			ev.ChangedFilesWarning = payloadUnknownFiles(ev)
+		}
 		return dirArg(args), builtEvent{event: ev}, nil
 	}
 	if f.payload != "" {
@@ -177,6 +187,21 @@ func previewEvent(cmd *cobra.Command, args []string, f *previewFlags) (string, b
 		return "", builtEvent{}, err
 	}
 	return dir, builtEvent{event: ev}, nil
+}
+
+// payloadUnknownFiles says why a delivery's payload alone does not tell
+// its changed files, which the orchestrator would then ask the source for.
+func payloadUnknownFiles(ev trigger.Event) string {
+	const hint = "; give --changed-file to preview a path filter"
+	switch {
+	case ev.Kind == trigger.KindPullRequest:
+		return "a pull_request delivery does not list them: the orchestrator diffs head against its merge base with base" + hint
+	case ev.IsNewBranch():
+		return "the new branch lists no commits: the orchestrator diffs it against its merge base with the default branch" + hint
+	case ev.Kind == trigger.KindPush:
+		return "the delivery lists 2048 commits, maybe not all: the orchestrator diffs before and after" + hint
+	}
+	return ""
 }
 
 // buildEvent builds the event of kind that the event flags describe, as
@@ -346,6 +371,9 @@ func printPreview(w io.Writer, out previewOutput) {
 		fmt.Fprintf(w, ", %d changed file(s)", len(ev.ChangedFiles))
 	}
 	fmt.Fprintln(w)
+	if !ev.ChangedFilesKnown && ev.ChangedFilesWarning != "" {
+		fmt.Fprintf(w, "changed files unknown: %s\n", ev.ChangedFilesWarning)
+	}
 	if out.Ignored {
 		fmt.Fprintf(w, "ignored: %s\n", out.Reason)
 		return

@@ -201,13 +201,8 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 	if plan, err = selectWorkflows(plan, workflowsAt, only); err != nil {
 		return Result{Event: ev}, err
 	}
-	if !ev.ChangedFilesKnown && ev.Before != "" && needsPaths(plan) {
-		files, err := src.ChangedFiles(ctx, ev.Before, ev.SHA)
-		if err != nil {
-			p.log.Warn("changed files unknown", "source", sourceName, "error", err)
-		} else if files != nil {
-			ev.ChangedFiles, ev.ChangedFilesKnown = files, true
-		}
+	if !ev.ChangedFilesKnown && ev.ChangedFilesWarning == "" && needsPaths(plan) {
+		p.fillChangedFiles(ctx, sourceName, src, &ev)
 	}
 	res := Result{Event: ev, Decisions: trigger.MatchAll(plan, ev), Invalid: invalid}
 	for i, d := range res.Decisions {

@@ -373,6 +373,36 @@ func (g *Git) ChangedFiles(ctx context.Context, before, after string) (paths []s
 	return paths, nil
 }
 
+// MergeBaseFiles implements Source; it fetches first if the mirror lacks
+// base or head.
+func (g *Git) MergeBaseFiles(ctx context.Context, base, head string) (paths []string, err error) {
+	since := g.fetches.Load()
+	if err := checkSHA("base", base); err != nil {
+		return nil, err
+	}
+	if err := checkSHA("head", head); err != nil {
+		return nil, err
+	}
+	err = g.withCommits(ctx, since, []string{base, head}, func(r *repo) error {
+		paths, err = r.mergeBaseFiles(ctx, base, head)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return paths, nil
+}
+
+// PullRequestFiles implements Source with git, on the mirror (which
+// holds refs/pull/* when the remote has them).
+func (g *Git) PullRequestFiles(ctx context.Context, number int, base, head string) ([]string, error) {
+	paths, err := g.MergeBaseFiles(ctx, base, head)
+	if err != nil {
+		return nil, fmt.Errorf("pull request #%d: %w", number, err)
+	}
+	return paths, nil
+}
+
 // CloneURL returns no URL: agents download the archive from the
 // orchestrator, and the URL's credentials stay there.
 func (g *Git) CloneURL() (string, []string) { return "", nil }

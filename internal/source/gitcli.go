@@ -372,6 +372,40 @@ func (r *repo) changedFiles(ctx context.Context, before, after string) ([]string
 			return nil, fmt.Errorf("list changed files: %w", err)
 		}
 	}
+	return r.diffNames(ctx, before, after)
+}
+
+// mergeBaseFiles lists the paths head changes since its merge base with
+// base; nil when they share no history.
+func (r *repo) mergeBaseFiles(ctx context.Context, base, head string) ([]string, error) {
+	if err := checkSHA("base", base); err != nil {
+		return nil, err
+	}
+	if err := checkSHA("head", head); err != nil {
+		return nil, err
+	}
+	for _, sha := range []string{base, head} {
+		if err := r.needCommit(ctx, sha); err != nil {
+			return nil, fmt.Errorf("list changed files: %w", err)
+		}
+	}
+	out, err := r.output(ctx, "merge-base", "--end-of-options", base, head)
+	if exitCode(err) == 1 {
+		return nil, nil // no common ancestor
+	}
+	if err != nil {
+		return nil, fmt.Errorf("merge base of %s and %s: %w", base, head, err)
+	}
+	mb := strings.TrimSpace(string(out))
+	if !isFullSHA(mb) {
+		return nil, fmt.Errorf("merge base of %s and %s: git printed %q, not a commit sha", base, head, mb)
+	}
+	return r.diffNames(ctx, mb, head)
+}
+
+// diffNames lists the paths that differ between two commits, a rename as
+// its two paths.
+func (r *repo) diffNames(ctx context.Context, before, after string) ([]string, error) {
 	out, err := r.output(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-ext-diff", "--no-textconv",
 		"--end-of-options", before, after, "--")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -404,25 +405,102 @@ func (g *GitHub) ChangedFiles(ctx context.Context, before, after string) ([]stri
 	if err := checkSHA("before", before); err != nil {
 		return nil, err
 	}
-	var cmp struct {
-		Files []struct {
-			Filename         string `json:"filename"`
-			PreviousFilename string `json:"previous_filename"`
-		} `json:"files"`
-	}
-	what := fmt.Sprintf("comparison %s...%s", short(before), short(after))
-	if err := g.getJSON(ctx, what, "compare/"+before+"..."+after, url.Values{"per_page": {"1"}}, &cmp); err != nil {
-		return nil, err
-	}
-	if len(cmp.Files) >= compareFileCap {
+	paths, err := g.compareFiles(ctx, before, after)
+	if errors.Is(err, ErrTooManyChangedFiles) {
 		return nil, nil
 	}
-	paths := make([]string, 0, 2*len(cmp.Files))
-	for _, f := range cmp.Files {
+	return paths, err
+}
+
+// MergeBaseFiles implements Source with GET /repos/{repo}/compare/{base}...{head},
+// which compares head with its merge base with base. A comparison listing
+// GitHub's cap of 300 files gives ErrTooManyChangedFiles.
+func (g *GitHub) MergeBaseFiles(ctx context.Context, base, head string) ([]string, error) {
+	if err := checkSHA("base", base); err != nil {
+		return nil, err
+	}
+	if err := checkSHA("head", head); err != nil {
+		return nil, err
+	}
+	return g.compareFiles(ctx, base, head)
+}
+
+// changedFile is an entry of the compare and pull request files APIs.
+type changedFile struct {
+	Filename         string `json:"filename"`
+	PreviousFilename string `json:"previous_filename"`
+}
+
+// appendPaths appends each file's path and, for a rename, its old path.
+func appendPaths(paths []string, files []changedFile) []string {
+	for _, f := range files {
 		paths = append(paths, f.Filename)
 		if f.PreviousFilename != "" {
 			paths = append(paths, f.PreviousFilename)
 		}
+	}
+	return paths
+}
+
+func (g *GitHub) compareFiles(ctx context.Context, base, head string) ([]string, error) {
+	var cmp struct {
+		Files []changedFile `json:"files"`
+	}
+	what := fmt.Sprintf("comparison %s...%s", short(base), short(head))
+	if err := g.getJSON(ctx, what, "compare/"+base+"..."+head, url.Values{"per_page": {"1"}}, &cmp); err != nil {
+		return nil, err
+	}
+	if len(cmp.Files) >= compareFileCap {
+		return nil, fmt.Errorf("fetch %s of github repo %q: %w (GitHub lists at most %d)", what, g.Repo, ErrTooManyChangedFiles, compareFileCap)
+	}
+	return sortedUnique(appendPaths(make([]string, 0, 2*len(cmp.Files)), cmp.Files)), nil
+}
+
+// Bounds of the pull request files API: GitHub pages it by at most 100 and
+// lists at most 3000 files.
+const (
+	pullFilesPerPage = 100
+	pullFilesCap     = 3000
+)
+
+// PullRequestFiles implements Source with GET /repos/{repo}/pulls/{number}/files,
+// page by page (per_page=100) until a short page. GitHub lists at most 3000
+// files; when it lists that many, GET /repos/{repo}/pulls/{number} says
+// whether there are more (its "changed_files"), and more gives
+// ErrTooManyChangedFiles. base and head are not sent: GitHub diffs the pull
+// request's current head with its merge base.
+func (g *GitHub) PullRequestFiles(ctx context.Context, number int, base, head string) ([]string, error) {
+	if number <= 0 {
+		return nil, fmt.Errorf("github repo %q: pull request number %d is not positive", g.Repo, number)
+	}
+	var paths []string
+	listed := 0
+	for page := 1; listed < pullFilesCap; page++ {
+		var files []changedFile
+		what := fmt.Sprintf("files of pull request #%d (page %d)", number, page)
+		q := url.Values{"per_page": {strconv.Itoa(pullFilesPerPage)}, "page": {strconv.Itoa(page)}}
+		if err := g.getJSON(ctx, what, "pulls/"+strconv.Itoa(number)+"/files", q, &files); err != nil {
+			return nil, err
+		}
+		if len(files) > pullFilesPerPage {
+			return nil, fmt.Errorf("fetch %s of github repo %q: %d files on a page of %d", what, g.Repo, len(files), pullFilesPerPage)
+		}
+		listed += len(files)
+		paths = appendPaths(paths, files)
+		if len(files) < pullFilesPerPage {
+			return sortedUnique(paths), nil
+		}
+	}
+	var pr struct {
+		ChangedFiles int `json:"changed_files"`
+	}
+	what := fmt.Sprintf("pull request #%d", number)
+	if err := g.getJSON(ctx, what, "pulls/"+strconv.Itoa(number), nil, &pr); err != nil {
+		return nil, err
+	}
+	if pr.ChangedFiles > listed {
+		return nil, fmt.Errorf("fetch files of pull request #%d of github repo %q: %d changed files: %w (GitHub lists at most %d)",
+			number, g.Repo, pr.ChangedFiles, ErrTooManyChangedFiles, pullFilesCap)
 	}
 	return sortedUnique(paths), nil
 }

@@ -103,6 +103,30 @@ func (l *Local) ChangedFiles(ctx context.Context, before, after string) ([]strin
 	return paths, nil
 }
 
+// MergeBaseFiles implements Source.
+func (l *Local) MergeBaseFiles(ctx context.Context, base, head string) ([]string, error) {
+	r, err := l.repo()
+	if err != nil {
+		return nil, err
+	}
+	paths, err := r.mergeBaseFiles(ctx, base, head)
+	if err != nil {
+		return nil, fmt.Errorf("local repository %q: %w", l.Path, err)
+	}
+	return paths, nil
+}
+
+// PullRequestFiles implements Source with git: the pull request's head
+// commit must be in the repository (GitHub keeps a fork's under
+// refs/pull/N/head).
+func (l *Local) PullRequestFiles(ctx context.Context, number int, base, head string) ([]string, error) {
+	paths, err := l.MergeBaseFiles(ctx, base, head)
+	if err != nil {
+		return nil, fmt.Errorf("pull request #%d: %w", number, err)
+	}
+	return paths, nil
+}
+
 // CloneURL returns no URL: agents download the archive from the
 // orchestrator.
 func (l *Local) CloneURL() (string, []string) { return "", nil }

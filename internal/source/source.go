@@ -29,6 +29,10 @@ var (
 	// ErrRateLimited is returned when GitHub's rate limit was hit; the
 	// *APIError says when to try again.
 	ErrRateLimited = errors.New("rate limited")
+	// ErrTooManyChangedFiles is returned when a comparison changes more
+	// files than the source can list (GitHub: 3000 for a pull request, 300
+	// for a comparison); the changed files are then unknown.
+	ErrTooManyChangedFiles = errors.New("too many changed files to list")
 )
 
 // Kinds of source, as registered through the API (store.SourceKind has the
@@ -68,6 +72,20 @@ type Source interface {
 	// branch) it returns nil: unknown. GitHub also returns nil when the
 	// comparison is too large for its API to list every file.
 	ChangedFiles(ctx context.Context, before, after string) ([]string, error)
+	// MergeBaseFiles returns the paths that head changes since it forked
+	// from base: the diff from the merge base of commits base and head to
+	// head, sorted, both sides of a rename included, deletions included.
+	// It is what a new branch (base: the default branch's head) adds. Nil
+	// means unknown: no common history. A comparison too large to list
+	// gives an error wrapping ErrTooManyChangedFiles.
+	MergeBaseFiles(ctx context.Context, base, head string) ([]string, error)
+	// PullRequestFiles returns the paths pull request number changes: the
+	// diff from the merge base of its base commit and its head commit.
+	// Local and git sources diff base and head with git (number is only
+	// named in errors); GitHub lists the pull request's files with its API,
+	// up to 3000, and past that gives an error wrapping
+	// ErrTooManyChangedFiles.
+	PullRequestFiles(ctx context.Context, number int, base, head string) ([]string, error)
 	// CloneURL returns the URL agents clone the code from, and the
 	// substrings of it (credentials) that must be masked wherever it could
 	// appear; an empty URL means agents download Archive's output from the

@@ -100,10 +100,15 @@ type Event struct {
 	// ChangedFiles are the repository-relative paths the event changed,
 	// sorted and without duplicates. Meaningful only with ChangedFilesKnown.
 	ChangedFiles []string `json:"changed_files,omitempty"`
-	// ChangedFilesKnown is false when the provider did not tell which files
-	// changed (a new branch, a pull request, a manual run). A trigger with a
-	// path filter never matches such an event; see docs/events.md.
+	// ChangedFilesKnown is false when nothing told which files changed (a
+	// manual run, a schedule, a pull request or new branch the source could
+	// not diff, a list over the bounds of BoundChangedFiles). A trigger with
+	// a path filter never matches such an event; see docs/events.md.
 	ChangedFilesKnown bool `json:"changed_files_known"`
+	// ChangedFilesWarning says why the changed files are unknown when that
+	// is worth a warning: a list over the bounds, or a source that failed to
+	// list them. Empty otherwise.
+	ChangedFilesWarning string `json:"changed_files_warning,omitempty"`
 	// Actor is the user who caused the event.
 	Actor string `json:"actor,omitempty"`
 	// Inputs are the values given for a manual run's inputs, as strings.

@@ -18,20 +18,28 @@ import (
 //	}
 //
 // Only ref and after are required. repository may also be an object with a
-// "full_name", as Gitea and Gogs send it. Unknown fields are ignored.
+// "full_name", as Gitea and Gogs send it; so may "created" and "commits"
+// (each with added, modified and removed lists), as they and GitHub send
+// them. Unknown fields are ignored.
 type genericBody struct {
 	Ref          string          `json:"ref"`
 	Before       string          `json:"before"`
 	After        string          `json:"after"`
+	Created      bool            `json:"created"`
 	Repository   json.RawMessage `json:"repository"`
 	Actor        string          `json:"actor"`
 	ChangedFiles *[]string       `json:"changed_files"`
+	Commits      []githubCommit  `json:"commits"`
 }
 
 // NormalizeGeneric turns a generic git push payload into a push event (for a
 // ref under refs/heads/) or a tag event (under refs/tags/). The changed files
-// are known exactly when the payload has a "changed_files" array, even an
-// empty one; they are then sorted and deduplicated. An all-zero "after" (a
+// are known when the payload has a "changed_files" array, even an empty one
+// (sorted and deduplicated), or, for the first push of a branch ("created",
+// or an all-zero "before"; Before is then all zeros), when it lists
+// "commits": the union of their added, modified and removed files. Either
+// list over the bounds of BoundChangedFiles leaves them unknown, with
+// ChangedFilesWarning saying why. An all-zero "after" (a
 // deleted ref) and a full ref that is neither a branch nor a tag give an
 // *IgnoredError. A body over MaxBodySize, a body that is not such a JSON
 // object, a missing "ref" or "after", or a "ref" that is not a full ref give
@@ -69,9 +77,17 @@ func NormalizeGeneric(body []byte) (Event, error) {
 	ev.Before = p.Before
 	ev.Repo = repo
 	ev.Actor = p.Actor
-	if p.ChangedFiles != nil {
-		ev.ChangedFiles = sortedFiles(*p.ChangedFiles)
-		ev.ChangedFilesKnown = true
+	if p.Created && ev.Kind == KindPush && !isZeroSHA(ev.Before) {
+		ev.Before = zeroSHA
+	}
+	switch {
+	case p.ChangedFiles != nil:
+		ev.SetChangedFiles(*p.ChangedFiles)
+	case ev.IsNewBranch() && len(p.Commits) > 0 && len(p.Commits) < githubMaxCommits:
+		// A new branch's commits are what it adds. On a later push the
+		// source's diff of before and after is exact, so it is preferred
+		// to a commit list the sender may have cut short.
+		ev.SetChangedFiles(commitFiles(p.Commits)...)
 	}
 	return ev, nil
 }

@@ -47,6 +47,38 @@ func TestNormalizeGeneric(t *testing.T) {
 			},
 		},
 		{
+			name: "first push takes the union of its commits' files",
+			body: `{"ref": "refs/heads/feat", "before": "` + zeroSHA + `", "after": "` + shaB + `",
+				"commits": [{"added": ["README.md"], "modified": ["src/a.go"]}, {"removed": ["old.txt"], "modified": ["src/a.go"]}]}`,
+			want: Event{
+				Kind: KindPush, Provider: ProviderGeneric, Ref: "refs/heads/feat", Branch: "feat", SHA: shaB, Before: zeroSHA,
+				ChangedFiles: []string{"README.md", "old.txt", "src/a.go"}, ChangedFilesKnown: true,
+			},
+		},
+		{
+			name: "created with a before of its own is a first push",
+			body: `{"ref": "refs/heads/feat", "before": "` + shaA + `", "after": "` + shaB + `", "created": true,
+				"commits": [{"added": ["docs/a.md"]}]}`,
+			want: Event{
+				Kind: KindPush, Provider: ProviderGeneric, Ref: "refs/heads/feat", Branch: "feat", SHA: shaB, Before: zeroSHA,
+				ChangedFiles: []string{"docs/a.md"}, ChangedFilesKnown: true,
+			},
+		},
+		{
+			name: "a later push's commits are not used: the source diffs it",
+			body: `{"ref": "refs/heads/feat", "before": "` + shaA + `", "after": "` + shaB + `", "commits": [{"added": ["a"]}]}`,
+			want: Event{Kind: KindPush, Provider: ProviderGeneric, Ref: "refs/heads/feat", Branch: "feat", SHA: shaB, Before: shaA},
+		},
+		{
+			name: "changed_files wins over commits",
+			body: `{"ref": "refs/heads/feat", "before": "` + zeroSHA + `", "after": "` + shaB + `",
+				"changed_files": ["x"], "commits": [{"added": ["y"]}]}`,
+			want: Event{
+				Kind: KindPush, Provider: ProviderGeneric, Ref: "refs/heads/feat", Branch: "feat", SHA: shaB, Before: zeroSHA,
+				ChangedFiles: []string{"x"}, ChangedFilesKnown: true,
+			},
+		},
+		{
 			name: "tag",
 			body: `{"ref": "refs/tags/v2", "after": "` + shaC + `", "extra": {"ignored": true}}`,
 			want: Event{Kind: KindTag, Provider: ProviderGeneric, Ref: "refs/tags/v2", Tag: "v2", SHA: shaC},

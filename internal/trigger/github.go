@@ -22,11 +22,13 @@ const githubMaxCommits = 2048
 //   - push to refs/heads/X: a push event on branch X; to refs/tags/X: a tag
 //     event for tag X. SHA is "after", Repo is repository.full_name, Actor is
 //     pusher.name (else sender.login). ChangedFiles are the sorted union of
-//     every listed commit's added, modified and removed files. They are
-//     unknown when the push created the ref (created, or an all-zero
-//     "before"), because GitHub then lists only part of the history, and
-//     when GitHub's list of 2048 commits may be truncated. A push with
-//     "deleted": true is ignored ("branch deleted" or "tag deleted").
+//     every listed commit's added, modified and removed files (within the
+//     bounds of BoundChangedFiles). They are unknown when GitHub's list of
+//     2048 commits may be truncated, for a new tag, and for a new branch
+//     (created, or an all-zero "before"; Before is then all zeros) that
+//     lists no commits: the pipeline then diffs the branch against the
+//     default branch. A push with "deleted": true is ignored ("branch
+//     deleted" or "tag deleted").
 //   - pull_request: a pull_request event. Action is "action"; BaseBranch and
 //     Branch are pull_request.base.ref (branch filters of a pull_request
 //     trigger match the base branch); HeadBranch is pull_request.head.ref;
@@ -35,7 +37,8 @@ const githubMaxCommits = 2048
 //     (pull_request.head.repo.full_name) is not the base repository
 //     (pull_request.base.repo.full_name), or is gone. A fork's pull request
 //     needs BaseSHA: its workflows are read there. Changed files are
-//     unknown: the delivery does not list them.
+//     unknown: the delivery does not list them, and the pipeline asks the
+//     source (Source.PullRequestFiles).
 //   - create: a create event for the new branch or tag. It matches no
 //     trigger: GitHub sends a push delivery for the same ref, and kici runs
 //     on that one.
@@ -168,13 +171,21 @@ func githubPush(body []byte) (Event, error) {
 	if ev.Actor == "" {
 		ev.Actor = p.Sender.Login
 	}
-	if !p.Created && !isZeroSHA(p.Before) && len(p.Commits) < githubMaxCommits {
-		lists := make([][]string, 0, 3*len(p.Commits))
-		for _, c := range p.Commits {
-			lists = append(lists, c.Added, c.Modified, c.Removed)
+	created := p.Created || isZeroSHA(p.Before)
+	if created && ev.Kind == KindPush {
+		// The first push of a branch: GitHub lists the commits new to
+		// the repository, whose files are what the branch adds. With none
+		// listed, the pipeline diffs against the default branch instead.
+		if !isZeroSHA(ev.Before) {
+			ev.Before = zeroSHA
 		}
-		ev.ChangedFiles = sortedFiles(lists...)
-		ev.ChangedFilesKnown = true
+		if len(p.Commits) > 0 && len(p.Commits) < githubMaxCommits {
+			ev.SetChangedFiles(commitFiles(p.Commits)...)
+		}
+		return ev, nil
+	}
+	if !created && len(p.Commits) < githubMaxCommits {
+		ev.SetChangedFiles(commitFiles(p.Commits)...)
 	}
 	return ev, nil
 }

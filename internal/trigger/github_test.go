@@ -94,12 +94,23 @@ func TestNormalizeGitHubFixtures(t *testing.T) {
 			},
 		},
 		{
-			name: "new branch has unknown changed files",
+			name: "new branch has its commits' changed files",
 			kind: "push",
 			file: "push_new_branch.json",
 			want: Event{
 				Kind: KindPush, Provider: ProviderGitHub, Repo: "octo-org/hello",
 				Ref: "refs/heads/release/2.0", Branch: "release/2.0", SHA: shaC, Before: zeroSHA,
+				ChangedFiles: []string{"src/version.go"}, ChangedFilesKnown: true,
+				Actor: "mona",
+			},
+		},
+		{
+			name: "new branch listing no commits has unknown changed files",
+			kind: "push",
+			file: "push_new_branch_no_commits.json",
+			want: Event{
+				Kind: KindPush, Provider: ProviderGitHub, Repo: "octo-org/hello",
+				Ref: "refs/heads/release/2.1", Branch: "release/2.1", SHA: shaC, Before: zeroSHA,
 				Actor: "mona",
 			},
 		},

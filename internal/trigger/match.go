@@ -84,8 +84,8 @@ func MatchAll(plan *workflow.Plan, ev Event) []Decision {
 // release/1.0 but not release/1.0/x, and release/** matches both.
 //
 // The path filter, in order: a trigger without paths passes. If the event's
-// changed files are unknown (ChangedFilesKnown false, e.g. a new branch, a
-// pull request, a manual run) or the list is empty, it fails: no file can
+// changed files are unknown (ChangedFilesKnown false, e.g. a manual run, or
+// a list over the bounds) or the list is empty, it fails: no file can
 // satisfy it. Changed files matching any "!" pattern are dropped; if none is
 // left it fails. If the filter has only "!" patterns it passes; otherwise it
 // passes when a remaining file matches any pattern without "!".

@@ -123,7 +123,11 @@ func (f *filters) paths() {
 	switch {
 	case !f.ev.ChangedFilesKnown:
 		f.check("paths", exp, "(changed files unknown)", false)
-		f.failed = "path filter " + exp + ": the changed files are unknown (e.g. a new branch), so a path filter cannot match"
+		why := ""
+		if f.ev.ChangedFilesWarning != "" {
+			why = " (" + f.ev.ChangedFilesWarning + ")"
+		}
+		f.failed = "path filter " + exp + ": the changed files are unknown" + why + ", so a path filter cannot match"
 		return
 	case len(f.ev.ChangedFiles) == 0:
 		f.check("paths", exp, "(no changed files)", false)

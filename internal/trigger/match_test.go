@@ -1,6 +1,8 @@
 package trigger
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,11 +47,12 @@ func withAction(ev Event, action string) Event {
 func TestMatch(t *testing.T) {
 	t.Parallel()
 	var (
-		pushMain    = githubEvent(t, "push", "push_branch.json")    // main: README.md, src/main.go
-		pushFeature = githubEvent(t, "push", "push_commits.json")   // feature/login: docs/login.md go.mod src/login/* src/old/handler.go
-		pushDocs    = githubEvent(t, "push", "push_docs_only.json") // main: docs/index.md docs/setup.md
-		newBranch   = githubEvent(t, "push", "push_new_branch.json")
-		tagPush     = githubEvent(t, "push", "push_tag.json") // v1.2.0
+		pushMain    = githubEvent(t, "push", "push_branch.json")                // main: README.md, src/main.go
+		pushFeature = githubEvent(t, "push", "push_commits.json")               // feature/login: docs/login.md go.mod src/login/* src/old/handler.go
+		pushDocs    = githubEvent(t, "push", "push_docs_only.json")             // main: docs/index.md docs/setup.md
+		newBranch   = githubEvent(t, "push", "push_new_branch.json")            // release/2.0: src/version.go
+		newEmpty    = githubEvent(t, "push", "push_new_branch_no_commits.json") // release/2.1, no commits listed
+		tagPush     = githubEvent(t, "push", "push_tag.json")                   // v1.2.0
 		prOpened    = githubEvent(t, "pull_request", "pull_request_opened.json")
 		prFork      = githubEvent(t, "pull_request", "pull_request_synchronize_fork.json")
 		prClosed    = githubEvent(t, "pull_request", "pull_request_closed.json")
@@ -200,18 +203,33 @@ func TestMatch(t *testing.T) {
 			want:     Decision{Reason: "push trigger: path filter: every changed file is excluded by [docs/** !**/*.md]"},
 		},
 		{
-			name:     "push path filter on a new branch",
+			name:     "push path filter on a new branch matches its commits' files",
 			triggers: []workflow.Trigger{push(nil, nil, list("src/**"))},
 			ev:       newBranch,
-			want: Decision{Reason: "push trigger: path filter [src/**]: the changed files are unknown (e.g. a new branch), " +
-				"so a path filter cannot match"},
+			want:     Decision{Matched: true, Trigger: "push", Reason: "push to release/2.0 matched paths [src/**] (src/version.go)"},
 		},
 		{
-			name:     "push only exclusions on a new branch",
+			name:     "push path filter on a new branch that lists no commits",
+			triggers: []workflow.Trigger{push(nil, nil, list("src/**"))},
+			ev:       newEmpty,
+			want:     Decision{Reason: "push trigger: path filter [src/**]: the changed files are unknown, so a path filter cannot match"},
+		},
+		{
+			name:     "push only exclusions on a new branch that lists no commits",
 			triggers: []workflow.Trigger{push(nil, nil, list("!docs/**"))},
-			ev:       newBranch,
-			want: Decision{Reason: "push trigger: path filter [!docs/**]: the changed files are unknown (e.g. a new branch), " +
-				"so a path filter cannot match"},
+			ev:       newEmpty,
+			want:     Decision{Reason: "push trigger: path filter [!docs/**]: the changed files are unknown, so a path filter cannot match"},
+		},
+		{
+			name:     "path filter on files over the bounds names the bound",
+			triggers: []workflow.Trigger{push(nil, nil, list("src/**"))},
+			ev: func() Event {
+				ev := PushEvent("main", shaA)
+				ev.SetChangedFiles([]string{strings.Repeat("a", MaxChangedPathLen+1)})
+				return ev
+			}(),
+			want: Decision{Reason: fmt.Sprintf("push trigger: path filter [src/**]: the changed files are unknown "+
+				"(a path of %d bytes is over the limit of %d), so a path filter cannot match", MaxChangedPathLen+1, MaxChangedPathLen)},
 		},
 		{
 			name:     "push path filter with an empty list of changed files",
@@ -312,8 +330,8 @@ func TestMatch(t *testing.T) {
 			name:     "pull request path filter with unknown files",
 			triggers: []workflow.Trigger{pullRequest(nil, nil, list("src/**"))},
 			ev:       prOpened,
-			want: Decision{Reason: "pull_request trigger: path filter [src/**]: the changed files are unknown " +
-				"(e.g. a new branch), so a path filter cannot match"},
+			want: Decision{Reason: "pull_request trigger: path filter [src/**]: the changed files are unknown" +
+				", so a path filter cannot match"},
 		},
 		{
 			name:     "pull request path filter with known files",

@@ -9,6 +9,14 @@
 //	GET /repos/{owner}/{repo}/compare/{base}...{head} {"files": [{"filename", "status"}]}
 //	GET /repos/{owner}/{repo}/tarball/{ref}          302 to a tar.gz whose entries
 //	                                                 sit under "owner-repo-abc1234/"
+//	GET /repos/{owner}/{repo}/pulls/{number}         {"number", "changed_files", "head": {"sha"}, "base": {"sha"}, …}
+//	GET /repos/{owner}/{repo}/pulls/{number}/files   [{"filename", "status", "previous_filename"?, …}],
+//	                                                 per_page (default 30, at most 100) and page,
+//	                                                 a Link header, at most 3000 files in all
+//
+// A pull request (SetPullRequest) changes what its head commit's tree holds
+// differently from its base commit's: the fake keeps no history, so the base
+// commit stands for the merge base. A ref of "HEAD" names the default branch.
 //
 // Every request must carry the server's token (Authorization: Bearer or
 // token); otherwise the answer is 401 "Bad credentials", as GitHub gives.
@@ -57,6 +65,7 @@ type Server struct {
 }
 
 type repo struct {
+	pulls         map[int]pullRequest
 	defaultBranch string
 	commits       map[string]map[string]string // sha → path → content
 	branches      map[string]string
@@ -71,6 +80,8 @@ func New(token string) *Server {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.contents)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/compare/{basehead}", s.compare)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.tarball)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.pull)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.pullFiles)
 	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.download)
 	s.srv = httptest.NewServer(s.authenticate(mux))
 	s.URL = s.srv.URL
@@ -123,6 +134,22 @@ func (s *Server) SetTag(repoName, tag, sha string) {
 	s.repo(repoName).tags[tag] = sha
 }
 
+// pullRequest is a pull request: its base and head commits, and the
+// renames it lists (new path → old path).
+type pullRequest struct {
+	base, head string
+	renames    map[string]string
+}
+
+// SetPullRequest makes pull request number of repoName go from commit base
+// to commit head. renames (new path → old path, may be nil) are listed as
+// "renamed" with their previous_filename instead of an add and a removal.
+func (s *Server) SetPullRequest(repoName string, number int, base, head string, renames map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repo(repoName).pulls[number] = pullRequest{base: base, head: head, renames: renames}
+}
+
 // SetRateLimited makes every later request fail as GitHub does when the
 // rate limit is exhausted (403, X-RateLimit-Remaining: 0), or stops that.
 func (s *Server) SetRateLimited(on bool) {
@@ -143,7 +170,7 @@ func (s *Server) Requests() []string {
 func (s *Server) repo(name string) *repo {
 	r := s.repos[name]
 	if r == nil {
-		r = &repo{commits: map[string]map[string]string{}, branches: map[string]string{}, tags: map[string]string{}}
+		r = &repo{pulls: map[int]pullRequest{}, commits: map[string]map[string]string{}, branches: map[string]string{}, tags: map[string]string{}}
 		s.repos[name] = r
 	}
 	return r
@@ -215,6 +242,9 @@ func (s *Server) lookup(w http.ResponseWriter, req *http.Request, ref string, un
 // resolve returns the commit ref names: a sha (or a prefix of at least 7),
 // heads/B, tags/T, or a bare branch or tag name.
 func (r *repo) resolve(ref string) string {
+	if ref == "HEAD" {
+		ref = r.defaultBranch
+	}
 	if _, ok := r.commits[ref]; ok {
 		return ref
 	}
@@ -341,6 +371,124 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
+// treeDiff lists, in path order, what differs from tree from to tree to,
+// as entries of the compare and pull request files APIs. renames (new
+// path → old path) turn an added new path and a removed old path into one
+// "renamed" entry.
+func treeDiff(from, to map[string]string, renames map[string]string) []map[string]any {
+	files := []map[string]any{}
+	all := map[string]string{}
+	for p, c := range from {
+		all[p] = c
+	}
+	for p, c := range to {
+		all[p] = c
+	}
+	renamedFrom := map[string]bool{}
+	for n, o := range renames {
+		if _, ok := to[n]; ok {
+			if _, ok := from[o]; ok {
+				renamedFrom[o] = true
+			}
+		}
+	}
+	for _, p := range sortedKeys(all) {
+		old, inFrom := from[p]
+		cur, inTo := to[p]
+		entry := map[string]any{"filename": p, "sha": blobSHA(cur), "additions": 1, "deletions": 0, "changes": 1}
+		switch o, renamed := renames[p]; {
+		case renamedFrom[p]:
+			continue // listed under its new name
+		case renamed && !inFrom && inTo && renamedFrom[o]:
+			entry["status"], entry["previous_filename"] = "renamed", o
+		case !inFrom:
+			entry["status"] = "added"
+		case !inTo:
+			entry["status"], entry["sha"], entry["additions"], entry["deletions"] = "removed", blobSHA(old), 0, 1
+		case old != cur:
+			entry["status"] = "modified"
+		default:
+			continue
+		}
+		files = append(files, entry)
+	}
+	return files
+}
+
+// pullFileCap is the most files GitHub lists for a pull request.
+const pullFileCap = 3000
+
+// lookupPull finds the request's pull request and its two trees, or
+// writes GitHub's 404.
+func (s *Server) lookupPull(w http.ResponseWriter, req *http.Request) (number int, pr pullRequest, from, to map[string]string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[req.PathValue("owner")+"/"+req.PathValue("repo")]
+	number, err := strconv.Atoi(req.PathValue("number"))
+	if r != nil && err == nil {
+		pr, ok = r.pulls[number]
+	}
+	if !ok {
+		writeMessage(w, http.StatusNotFound, "Not Found")
+		return 0, pullRequest{}, nil, nil, false
+	}
+	return number, pr, r.commits[pr.base], r.commits[pr.head], true
+}
+
+func (s *Server) pull(w http.ResponseWriter, req *http.Request) {
+	number, pr, from, to, ok := s.lookupPull(w, req)
+	if !ok {
+		return
+	}
+	files := treeDiff(from, to, pr.renames)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"url":    s.apiURL(req, "pulls/"+strconv.Itoa(number)),
+		"number": number, "state": "open", "title": "fake pull request",
+		"head":    map[string]any{"ref": "feature", "sha": pr.head},
+		"base":    map[string]any{"ref": "main", "sha": pr.base},
+		"commits": 1, "additions": len(files), "deletions": 0, "changed_files": len(files),
+	})
+}
+
+// pullFiles serves one page of a pull request's files, as GitHub does:
+// per_page defaults to 30 and is at most 100, pages count from 1, a Link
+// header names the next and last pages, and nothing past the 3000th file
+// is listed.
+func (s *Server) pullFiles(w http.ResponseWriter, req *http.Request) {
+	number, pr, from, to, ok := s.lookupPull(w, req)
+	if !ok {
+		return
+	}
+	perPage, page := 30, 1
+	if v, err := strconv.Atoi(req.URL.Query().Get("per_page")); err == nil && v > 0 {
+		perPage = min(v, 100)
+	}
+	if v, err := strconv.Atoi(req.URL.Query().Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	files := treeDiff(from, to, pr.renames)
+	if len(files) > pullFileCap {
+		files = files[:pullFileCap]
+	}
+	start := min((page-1)*perPage, len(files))
+	end := min(start+perPage, len(files))
+	last := max((len(files)+perPage-1)/perPage, 1)
+	link := func(p int, rel string) string {
+		return fmt.Sprintf(`<%s?per_page=%d&page=%d>; rel="%s"`, s.apiURL(req, "pulls/"+strconv.Itoa(number)+"/files"), perPage, p, rel)
+	}
+	var links []string
+	if page < last {
+		links = append(links, link(page+1, "next"), link(last, "last"))
+	}
+	if page > 1 {
+		links = append(links, link(1, "first"), link(page-1, "prev"))
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
+	writeJSON(w, http.StatusOK, files[start:end])
+}
+
 // compareFileCap is the most files GitHub's compare lists.
 const compareFileCap = 300
 
@@ -358,32 +506,9 @@ func (s *Server) compare(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
-	files := []map[string]any{}
-	all := map[string]string{}
-	for p, c := range from {
-		all[p] = c
-	}
-	for p, c := range to {
-		all[p] = c
-	}
-	for _, p := range sortedKeys(all) {
-		old, inFrom := from[p]
-		cur, inTo := to[p]
-		status := ""
-		switch {
-		case !inFrom:
-			status = "added"
-		case !inTo:
-			status = "removed"
-		case old != cur:
-			status = "modified"
-		default:
-			continue
-		}
-		if len(files) == compareFileCap {
-			break
-		}
-		files = append(files, map[string]any{"filename": p, "status": status, "sha": blobSHA(cur)})
+	files := treeDiff(from, to, nil)
+	if len(files) > compareFileCap {
+		files = files[:compareFileCap]
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"status": "ahead", "ahead_by": 1, "behind_by": 0, "total_commits": 1,
