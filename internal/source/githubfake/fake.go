@@ -9,11 +9,22 @@
 //	GET /repos/{owner}/{repo}/compare/{base}...{head} {"files": [{"filename", "status"}]}
 //	GET /repos/{owner}/{repo}/tarball/{ref}          302 to a tar.gz whose entries
 //	                                                 sit under "owner-repo-abc1234/"
+//	POST /repos/{owner}/{repo}/check-runs            201 with the check run; 422
+//	                                                 for a missing name or head_sha,
+//	                                                 a bad status or conclusion, or
+//	                                                 completed without a conclusion
+//	PATCH /repos/{owner}/{repo}/check-runs/{id}      200 with the check run
+//	GET /repos/{owner}/{repo}/commits/{ref}/check-runs {"total_count", "check_runs"}
+//	                                                 (check_name, status, filter,
+//	                                                 per_page, page)
 //
 // Every request must carry the server's token (Authorization: Bearer or
 // token); otherwise the answer is 401 "Bad credentials", as GitHub gives.
 // Tests steer it with SetRateLimited (every answer becomes GitHub's 403 for
-// an exhausted rate limit). The tarball download authenticates with a
+// an exhausted rate limit), FailCheckRuns (the next check-run requests
+// fail, e.g. with 502 and Retry-After) and LoseCreateAnswers (a check run
+// is created but its answer is lost); CheckRuns shows what was reported.
+// The tarball download authenticates with a
 // token in its query, as GitHub's codeload URLs do, so a client that drops
 // Authorization on the redirect still gets it.
 //
@@ -54,6 +65,12 @@ type Server struct {
 	commitSeq   int
 	rateLimited bool
 	requests    []string
+
+	checkRunSeq     int
+	checkFailures   int
+	checkFailStatus int
+	checkFailHeader http.Header
+	lostCreates     int
 }
 
 type repo struct {
@@ -61,6 +78,7 @@ type repo struct {
 	commits       map[string]map[string]string // sha → path → content
 	branches      map[string]string
 	tags          map[string]string
+	checkRuns     []*CheckRun
 }
 
 // New starts a fake whose requests must carry token. Close it when done.
@@ -71,6 +89,9 @@ func New(token string) *Server {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.contents)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/compare/{basehead}", s.compare)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.tarball)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
+	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.download)
 	s.srv = httptest.NewServer(s.authenticate(mux))
 	s.URL = s.srv.URL
