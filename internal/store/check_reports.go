@@ -13,20 +13,29 @@ import (
 type CheckState int
 
 // The states of a check run, in order. CheckNone is "nothing reported yet"
-// and is never desired.
+// and is never desired. CheckActionRequired is a run awaiting approval:
+// GitHub shows it completed with the conclusion action_required, and an
+// approved run's check run moves on from it to in_progress.
+//
+//	none ──► queued ──► action_required ──► in_progress ──► completed
+//	   └────────┴──────────────┴─────────────────┴──────────────►┘
+//	                  (a state may be skipped, never gone back to)
 const (
-	CheckNone       CheckState = 0
-	CheckQueued     CheckState = 1
-	CheckInProgress CheckState = 2
-	CheckCompleted  CheckState = 3
+	CheckNone           CheckState = 0
+	CheckQueued         CheckState = 1
+	CheckActionRequired CheckState = 2
+	CheckInProgress     CheckState = 3
+	CheckCompleted      CheckState = 4
 )
 
-// String is GitHub's name of the state ("queued", "in_progress",
-// "completed"), or "none".
+// String names the state: GitHub's status ("queued", "in_progress",
+// "completed"), "action_required", or "none".
 func (s CheckState) String() string {
 	switch s {
 	case CheckQueued:
 		return "queued"
+	case CheckActionRequired:
+		return "action_required"
 	case CheckInProgress:
 		return "in_progress"
 	case CheckCompleted:
@@ -76,7 +85,7 @@ func scanCheckReport(row interface{ Scan(...any) error }) (CheckReport, error) {
 // again); a state at or behind the row's desired one changes nothing.
 func (q *queries) EnqueueCheckReport(ctx context.Context, runID, repo string, desired CheckState, now time.Time) error {
 	if desired < CheckQueued || desired > CheckCompleted {
-		return fmt.Errorf("enqueue check report of run %q: desired state %d is not queued, in_progress or completed", runID, desired)
+		return fmt.Errorf("enqueue check report of run %q: desired state %d is not queued, action_required, in_progress or completed", runID, desired)
 	}
 	_, err := q.exec(ctx,
 		"INSERT INTO check_reports (run_id, repo, desired_state, next_attempt_at, updated_at) VALUES (?, ?, ?, ?, ?) "+
