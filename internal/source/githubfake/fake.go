@@ -19,7 +19,13 @@
 //	                                                 per_page, page)
 //
 // Every request must carry the server's token (Authorization: Bearer or
-// token); otherwise the answer is 401 "Bad credentials", as GitHub gives.
+// token), or an installation token minted for a GitHub App (EnableApp);
+// otherwise the answer is 401 "Bad credentials", as GitHub gives. With
+// EnableApp it also serves the App's own endpoints, which take its JWT:
+//
+//	GET /repos/{owner}/{repo}/installation           the App's installation
+//	POST /app/installations/{id}/access_tokens       201 {"token", "expires_at"}
+//
 // Tests steer it with SetRateLimited (every answer becomes GitHub's 403 for
 // an exhausted rate limit), FailCheckRuns (the next check-run requests
 // fail, e.g. with 502 and Retry-After) and LoseCreateAnswers (a check run
@@ -35,6 +41,7 @@ package githubfake
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/rsa"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
@@ -71,6 +78,10 @@ type Server struct {
 	checkFailStatus int
 	checkFailHeader http.Header
 	lostCreates     int
+
+	appID         int64
+	appKey        *rsa.PublicKey
+	installTokens map[string]time.Time // minted installation token → expiry
 }
 
 type repo struct {
@@ -83,7 +94,7 @@ type repo struct {
 
 // New starts a fake whose requests must carry token. Close it when done.
 func New(token string) *Server {
-	s := &Server{token: token, repos: map[string]*repo{}}
+	s := &Server{token: token, repos: map[string]*repo{}, installTokens: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref...}", s.commit)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.contents)
@@ -92,6 +103,8 @@ func New(token string) *Server {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.repoInstallation)
+	mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.createInstallationToken)
 	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.download)
 	s.srv = httptest.NewServer(s.authenticate(mux))
 	s.URL = s.srv.URL
@@ -186,12 +199,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeMessage(w, http.StatusForbidden, "API rate limit exceeded for installation ID 1.")
 			return
 		}
-		if !strings.HasPrefix(req.URL.Path, "/_codeload/") {
-			auth := req.Header.Get("Authorization")
-			if auth != "Bearer "+s.token && auth != "token "+s.token {
-				writeMessage(w, http.StatusUnauthorized, "Bad credentials")
-				return
-			}
+		if !strings.HasPrefix(req.URL.Path, "/_codeload/") && !s.authorized(req.Header.Get("Authorization"), req.URL.Path) {
+			writeMessage(w, http.StatusUnauthorized, "Bad credentials")
+			return
 		}
 		next.ServeHTTP(w, req)
 	})
