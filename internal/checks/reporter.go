@@ -71,6 +71,9 @@ type reportStore interface {
 	FailCheckReport(ctx context.Context, runID, msg string, next time.Time, giveUp bool, now time.Time) error
 }
 
+// storeRetry is the least Run waits after the store failed.
+const storeRetry = time.Second
+
 // dueBatch is how many due reports one pass sends.
 const dueBatch = 100
 
@@ -147,12 +150,16 @@ func (r *Reporter) Run(ctx context.Context) error {
 	}
 	for {
 		r.EnqueueNoted(ctx)
-		if _, err := r.ReportDue(ctx); err != nil && ctx.Err() == nil {
+		wait := poll
+		_, err := r.ReportDue(ctx)
+		if err != nil && ctx.Err() == nil {
 			r.log.Warn("report due check runs", "error", err)
 		}
-		wait := poll
-		if at, ok, err := r.db.NextCheckReportAt(ctx); err == nil && ok {
+		if at, ok, nerr := r.db.NextCheckReportAt(ctx); nerr == nil && ok {
 			wait = min(wait, max(at.Sub(r.now()), 0))
+		}
+		if err != nil {
+			wait = max(wait, storeRetry) // a failing store is not asked again at once
 		}
 		t := time.NewTimer(wait)
 		select {

@@ -110,4 +110,3 @@ func (s *Server) createInstallationToken(w http.ResponseWriter, req *http.Reques
 		"repository_selection": "all",
 	})
 }
-
