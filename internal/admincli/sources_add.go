@@ -19,6 +19,7 @@ type sourcesAddFlags struct {
 	github        string
 	webhookSecret string
 	forkPolicy    string
+	githubRepo    string
 	output        string
 }
 
@@ -31,7 +32,7 @@ var githubRepo = regexp.MustCompile(`^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$`)
 func newSourcesAddCmd(a *app) *cobra.Command {
 	var f sourcesAddFlags
 	cmd := &cobra.Command{
-		Use:   "add NAME (--path DIR | --git-url URL | --github OWNER/REPO) [--webhook-secret S] [--fork-pull-requests approve|run|ignore]",
+		Use:   "add NAME (--path DIR | --git-url URL | --github OWNER/REPO) [--github-repo OWNER/REPO] [--webhook-secret S] [--fork-pull-requests approve|run|ignore]",
 		Short: "Register a repository as a source",
 		Long: `Register a repository under NAME, from exactly one of:
 
@@ -42,6 +43,12 @@ func newSourcesAddCmd(a *app) *cobra.Command {
                        and file:// too unless the orchestrator allows it
                        (KICI_GIT_ALLOW_FILE_URLS; use --path for this host)
   --github OWNER/REPO  a GitHub repository (kind github)
+
+--github-repo OWNER/REPO ties a local or git source to the GitHub
+repository it mirrors. Runs of a github source, or of a source with
+--github-repo, are reported to that repository as check runs (one per
+run) when the orchestrator has GitHub credentials (KICI_GITHUB_TOKEN, or
+KICI_GITHUB_APP_ID and KICI_GITHUB_APP_KEY_FILE; see docs/sources.md).
 
 --webhook-secret is the HMAC secret that signs deliveries to
 /webhooks/github/NAME (GitHub's, for a source of any kind) or
@@ -61,6 +68,7 @@ fork's, on the fork's code; then:
 		Example: `  kici-admin sources add hello --path examples/hello
   kici-admin sources add app --github kici-dev/app --webhook-secret "$SECRET"
   kici-admin sources add lib --git-url https://git.example.com/lib.git -o json
+  kici-admin sources add mirror --git-url https://git.example.com/app.git --github-repo kici-dev/app
   kici-admin sources add oss --github kici-dev/oss --webhook-secret "$SECRET" --fork-pull-requests run`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -95,6 +103,7 @@ fork's, on the fork's code; then:
 	fl.StringVar(&f.gitURL, "git-url", "", "a git remote `URL` the orchestrator clones (kind git)")
 	fl.StringVar(&f.github, "github", "", "a GitHub repository as `OWNER/REPO` (kind github)")
 	fl.StringVar(&f.webhookSecret, "webhook-secret", "", "HMAC `SECRET` of webhook deliveries for this source")
+	fl.StringVar(&f.githubRepo, "github-repo", "", "report this local or git source's runs as check runs to the GitHub repository `OWNER/REPO` it mirrors")
 	fl.StringVar(&f.forkPolicy, "fork-pull-requests", "", "what a pull request from a fork does: `POLICY` approve (default), run (without secrets) or ignore")
 	addOutputFlag(cmd, &f.output)
 	return cmd
@@ -102,7 +111,7 @@ fork's, on the fork's code; then:
 
 // source builds the request from the flags: exactly one location.
 func (f *sourcesAddFlags) source(name string) (apiv1.Source, error) {
-	src := apiv1.Source{Name: name, WebhookSecret: f.webhookSecret, ForkPullRequests: f.forkPolicy}
+	src := apiv1.Source{Name: name, WebhookSecret: f.webhookSecret, ForkPullRequests: f.forkPolicy, GitHubRepo: f.githubRepo}
 	if name == "" {
 		return src, usagef("NAME must not be empty")
 	}
@@ -132,6 +141,14 @@ func (f *sourcesAddFlags) source(name string) (apiv1.Source, error) {
 			return src, usagef("--github %q: want OWNER/REPO", f.github)
 		}
 		src.Kind, src.Repo = "github", f.github
+	}
+	if f.githubRepo != "" {
+		if src.Kind == "github" {
+			return src, usagef("--github-repo is for --path and --git-url sources: a --github source reports to its own repository")
+		}
+		if !githubRepo.MatchString(f.githubRepo) {
+			return src, usagef("--github-repo %q: want OWNER/REPO", f.githubRepo)
+		}
 	}
 	return src, nil
 }

@@ -13,6 +13,10 @@ func TestSourcesAdd(t *testing.T) {
 		{name: "sources-add-bad-github", args: []string{"sources", "add", "x", "--github", "nope"}, code: 2},
 		{name: "sources-add-no-name", args: []string{"sources", "add", "--path", "/x"}, code: 2},
 		{name: "sources-add-fork-run-json", args: []string{"sources", "add", "oss", "--github", "kici-dev/oss", "--fork-pull-requests", "run", "-o", "json"}, code: 0},
+		{name: "sources-add-git-github-repo", args: []string{"sources", "add", "mirror", "--git-url", "https://git.example.com/app.git", "--github-repo", "kici-dev/app"}, code: 0},
+		{name: "sources-add-local-github-repo-json", args: []string{"sources", "add", "mirror", "--path", "/srv/kici/app", "--github-repo", "kici-dev/app", "-o", "json"}, code: 0},
+		{name: "sources-add-bad-github-repo", args: []string{"sources", "add", "mirror", "--path", "/x", "--github-repo", "kici-dev"}, code: 2},
+		{name: "sources-add-github-with-github-repo", args: []string{"sources", "add", "x", "--github", "a/b", "--github-repo", "a/c"}, code: 2},
 		{name: "sources-add-fork-bad", args: []string{"sources", "add", "oss", "--github", "kici-dev/oss", "--fork-pull-requests", "always"}, code: 2},
 	})
 }

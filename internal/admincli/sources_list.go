@@ -58,13 +58,18 @@ func printSources(w io.Writer, now time.Time, sources []apiv1.Source) {
 	tw.flush()
 }
 
-// sourceLocation is where a source's code lives, whatever its kind.
+// sourceLocation is where a source's code lives, whatever its kind, and
+// the GitHub repository a local or git source mirrors.
 func sourceLocation(s apiv1.Source) string {
+	mirrors := ""
+	if s.GitHubRepo != "" {
+		mirrors = " (checks: github.com/" + s.GitHubRepo + ")"
+	}
 	switch {
 	case s.Path != "":
-		return s.Path
+		return s.Path + mirrors
 	case s.URL != "":
-		return s.URL
+		return s.URL + mirrors
 	case s.Repo != "":
 		return "github.com/" + s.Repo
 	}

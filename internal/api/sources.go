@@ -31,7 +31,7 @@ var commitSHARE = regexp.MustCompile(`^(?:[0-9a-fA-F]{40}|[0-9a-fA-F]{64})$`)
 var githubRepoRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9._-]+$`)
 
 func toAPISource(s store.Source) apiv1.Source {
-	out := apiv1.Source{Name: s.Name, Kind: string(s.Kind), ForkPullRequests: string(s.ForkPullRequests), CreatedAt: s.CreatedAt}
+	out := apiv1.Source{Name: s.Name, Kind: string(s.Kind), ForkPullRequests: string(s.ForkPullRequests), GitHubRepo: s.GitHubRepo, CreatedAt: s.CreatedAt}
 	if out.ForkPullRequests == "" {
 		out.ForkPullRequests = string(store.ForkApprove)
 	}
@@ -76,6 +76,17 @@ func (s *Server) createSource(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("fork_pull_requests %q: want approve, run or ignore", in.ForkPullRequests))
 			return
 		}
+	}
+	if in.GitHubRepo != "" {
+		if in.Kind == source.KindGitHub {
+			writeError(w, http.StatusBadRequest, "github_repo is for local and git sources: a github source's runs are reported to its own \"repo\"")
+			return
+		}
+		if !githubRepoRE.MatchString(in.GitHubRepo) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("github_repo %q: want OWNER/NAME", in.GitHubRepo))
+			return
+		}
+		row.GitHubRepo = in.GitHubRepo
 	}
 	switch in.Kind {
 	case source.KindLocal:

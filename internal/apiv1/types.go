@@ -32,8 +32,12 @@ type Source struct {
 	// (the default when empty on create: the run awaits approval), run
 	// (it starts at once without secrets) or ignore (nothing starts).
 	// Always set in answers.
-	ForkPullRequests string    `json:"fork_pull_requests,omitempty"`
-	CreatedAt        time.Time `json:"created_at"`
+	ForkPullRequests string `json:"fork_pull_requests,omitempty"`
+	// GitHubRepo (OWNER/NAME) ties a local or git source to the GitHub
+	// repository it mirrors: its runs are reported there as check runs.
+	// A github source reports to Repo and leaves it empty.
+	GitHubRepo string    `json:"github_repo,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
 }
 
 // SourceList is GET /api/v1/sources.

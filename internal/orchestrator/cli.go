@@ -41,7 +41,8 @@ const envHelp = `Environment (defaults in brackets):
   KICI_GIT_ALLOW_FILE_URLS       let git sources use file:// URLs (read this host's disk) [false]
   KICI_ARCHIVE_CACHE_ENTRIES     source archives (per source and commit) kept for agents to download; 0 = none [8]
   KICI_MAX_JOBS_PER_RUN          most jobs one run may have, matrix included; a workflow over it starts no run [1000]
-  KICI_GITHUB_TOKEN, KICI_GITHUB_API_URL   credentials and API base of github sources
+  KICI_GITHUB_TOKEN, KICI_GITHUB_API_URL   credentials and API base of github sources, and of check run reports [API: https://api.github.com]
+  KICI_GITHUB_APP_ID, KICI_GITHUB_APP_KEY_FILE  report check runs as this GitHub App, with its private key (PEM) [unset: KICI_GITHUB_TOKEN]
   KICI_LOG_LEVEL, KICI_LOG_FORMAT          debug|info|warn|error [info]; text|json [text on a TTY, else json]`
 
 // Main runs the kici-orchestrator command and returns its exit status.

@@ -83,6 +83,17 @@ type Config struct {
 	// these, and while it is live no second orchestrator starts on the
 	// database. 0 means DefaultInstanceHeartbeat.
 	InstanceHeartbeat time.Duration
+	// GitHubAPIURL is GitHub's REST API base URL, of github sources and
+	// of check run reports; empty means https://api.github.com.
+	GitHubAPIURL string
+	// GitHubToken authenticates github sources' reads, and check run
+	// reports when no GitHub App is set; empty for none.
+	GitHubToken string
+	// GitHubAppID and GitHubAppKeyFile (the App's private key, PEM)
+	// authenticate check run reports as a GitHub App; zero means none.
+	// With neither an App nor a token, runs are not reported to GitHub.
+	GitHubAppID      int64
+	GitHubAppKeyFile string
 	// ScalerConfigPath is scalers.yaml; empty means no auto-scaler.
 	ScalerConfigPath string
 	// LogLevel and LogFormat configure the orchestrator's own log.
@@ -123,7 +134,7 @@ var knownVars = []string{
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
 	"KICI_AGENT_SHUTDOWN", "KICI_AGENT_SHUTDOWN_TIMEOUT_MS", "KICI_AGENT_MAX_STEP_LOG_BYTES", "KICI_AGENT_KEEP_JOB_DIRS",
-	"KICI_GITHUB_TOKEN", "KICI_GITHUB_API_URL",
+	"KICI_GITHUB_TOKEN", "KICI_GITHUB_API_URL", "KICI_GITHUB_APP_ID", "KICI_GITHUB_APP_KEY_FILE",
 	// admin CLI
 	"KICI_ADMIN_URL", "KICI_ADMIN_TOKEN",
 	// tests
@@ -145,6 +156,9 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		ScalerConfigPath:    getenv("KICI_SCALER_CONFIG_PATH"),
 		LogLevel:            or(getenv("KICI_LOG_LEVEL"), "info"),
 		LogFormat:           getenv("KICI_LOG_FORMAT"),
+		GitHubAPIURL:        getenv("KICI_GITHUB_API_URL"),
+		GitHubToken:         getenv("KICI_GITHUB_TOKEN"),
+		GitHubAppKeyFile:    getenv("KICI_GITHUB_APP_KEY_FILE"),
 	}
 	var errs []error
 	ms := func(name string, def time.Duration, dst *time.Duration) {
@@ -203,6 +217,13 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 			errs = append(errs, fmt.Errorf("KICI_GIT_ALLOW_FILE_URLS=%q: want true or false", v))
 		}
 		c.AllowFileGitURLs = on
+	}
+	if v := getenv("KICI_GITHUB_APP_ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("KICI_GITHUB_APP_ID=%q: want the GitHub App's numeric id", v))
+		}
+		c.GitHubAppID = n
 	}
 	c.ArchiveCacheEntries = DefaultArchiveCacheEntries
 	if v := getenv("KICI_ARCHIVE_CACHE_ENTRIES"); v != "" {
@@ -274,6 +295,17 @@ func (c *Config) Validate() error {
 		}
 	} else if c.DatabaseURL != "" {
 		return errors.New("KICI_SECRET_KEY: required with PostgreSQL (64 hex digits, e.g. from `openssl rand -hex 32`; every coordinator needs the same key)")
+	}
+	if c.GitHubAppID != 0 && c.GitHubAppKeyFile == "" {
+		return errors.New("KICI_GITHUB_APP_KEY_FILE: required with KICI_GITHUB_APP_ID (the path of the App's private key, PEM)")
+	}
+	if c.GitHubAppID == 0 && c.GitHubAppKeyFile != "" {
+		return errors.New("KICI_GITHUB_APP_ID: required with KICI_GITHUB_APP_KEY_FILE")
+	}
+	if c.GitHubAPIURL != "" {
+		if u, err := url.Parse(c.GitHubAPIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("KICI_GITHUB_API_URL=%q: want an http:// or https:// URL", c.GitHubAPIURL)
+		}
 	}
 	switch c.AgentAuth {
 	case "token":

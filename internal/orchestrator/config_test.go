@@ -80,6 +80,20 @@ func TestConfigFromEnv(t *testing.T) {
 			}
 		}},
 		{name: "zero jobs per run", env: map[string]string{"KICI_MAX_JOBS_PER_RUN": "0"}, wantErr: `KICI_MAX_JOBS_PER_RUN="0": want a whole number >= 1`},
+		{name: "github app", env: map[string]string{"KICI_GITHUB_APP_ID": "12345", "KICI_GITHUB_APP_KEY_FILE": "/etc/kici/app.pem", "KICI_GITHUB_API_URL": "https://ghe.example.com/api/v3"}, check: func(t *testing.T, c Config) {
+			if c.GitHubAppID != 12345 || c.GitHubAppKeyFile != "/etc/kici/app.pem" || c.GitHubAPIURL != "https://ghe.example.com/api/v3" {
+				t.Errorf("got app %d, key file %q, API %q; want 12345, /etc/kici/app.pem, the GHE URL", c.GitHubAppID, c.GitHubAppKeyFile, c.GitHubAPIURL)
+			}
+		}},
+		{name: "github token", env: map[string]string{"KICI_GITHUB_TOKEN": "ghp_x"}, check: func(t *testing.T, c Config) {
+			if c.GitHubToken != "ghp_x" || c.GitHubAppID != 0 {
+				t.Errorf("got token %q, app %d; want ghp_x and no app", c.GitHubToken, c.GitHubAppID)
+			}
+		}},
+		{name: "bad github app id", env: map[string]string{"KICI_GITHUB_APP_ID": "kici", "KICI_GITHUB_APP_KEY_FILE": "/k"}, wantErr: `KICI_GITHUB_APP_ID="kici"`},
+		{name: "github app without key", env: map[string]string{"KICI_GITHUB_APP_ID": "1"}, wantErr: "KICI_GITHUB_APP_KEY_FILE: required with KICI_GITHUB_APP_ID"},
+		{name: "github key without app", env: map[string]string{"KICI_GITHUB_APP_KEY_FILE": "/k"}, wantErr: "KICI_GITHUB_APP_ID: required with KICI_GITHUB_APP_KEY_FILE"},
+		{name: "bad github api url", env: map[string]string{"KICI_GITHUB_API_URL": "api.github.com"}, wantErr: `KICI_GITHUB_API_URL="api.github.com"`},
 		{name: "bad jobs per run", env: map[string]string{"KICI_MAX_JOBS_PER_RUN": "lots"}, wantErr: `KICI_MAX_JOBS_PER_RUN="lots": want a whole number >= 1`},
 	}
 	for _, tt := range tests {

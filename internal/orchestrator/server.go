@@ -18,6 +18,7 @@ import (
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
+	"github.com/kici-dev/kici/internal/checks"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
 	"github.com/kici-dev/kici/internal/metrics"
@@ -43,6 +44,7 @@ type Server struct {
 	metrics *metrics.Registry
 	scalers *scalers
 	secrets *secrets.Service
+	checks  *checks.Reporter // nil when runs are not reported to GitHub
 	ln      net.Listener
 
 	// lock is the held data dir lock; self is this process in the
@@ -141,8 +143,11 @@ func (s *Server) build(ctx context.Context) error {
 		}
 		return out, err
 	})
-	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics}, disp)
-	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: os.Getenv("KICI_GITHUB_TOKEN"), GitHubAPIURL: os.Getenv("KICI_GITHUB_API_URL"), MaxJobsPerRun: s.cfg.MaxJobsPerRun})
+	if err := s.buildChecks(); err != nil {
+		return err
+	}
+	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics, s.checks}, disp)
+	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
 		RecoveryWindow:     s.cfg.AgentRecoveryWindow,
@@ -265,6 +270,9 @@ func (s *Server) Run(ctx context.Context) error {
 	bg.Go(func() { errc <- s.disp.Run(ctx) })
 	bg.Go(func() { s.purgeDeliveries(ctx) })
 	bg.Go(func() { s.retain(ctx) })
+	if s.checks != nil {
+		bg.Go(func() { _ = s.checks.Run(ctx) }) // it logs its own failures
+	}
 	if s.scalers != nil {
 		bg.Go(func() { s.scalers.reloadOnSIGHUP(ctx) })
 		bg.Go(func() { _ = s.scalers.manager.Run(ctx) })
@@ -451,14 +459,19 @@ func (r *dispatcherRef) JobsQueued() {
 	}
 }
 
-// hubPublisher sends status events to the live event hub and counts the
-// runs and jobs that end.
+// hubPublisher sends status events to the live event hub, counts the
+// runs and jobs that end, and tells the GitHub check run reporter (when
+// there is one) of every run's change.
 type hubPublisher struct {
 	logs    *logs.Store
 	metrics *metrics.Registry
+	checks  *checks.Reporter
 }
 
 func (p hubPublisher) Publish(ev apiv1.Event) {
+	if ev.Kind == "run" && p.checks != nil {
+		p.checks.Notify(ev.RunID)
+	}
 	switch {
 	case ev.Kind == "run" && runstate.RunTerminal(store.RunStatus(ev.Status)):
 		p.metrics.RunsFinished.WithLabelValues(ev.Status).Inc()

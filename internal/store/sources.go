@@ -22,15 +22,19 @@ type Source struct {
 	// ForkPullRequests is what a pull request from a fork does; empty
 	// means ForkApprove (the column's default).
 	ForkPullRequests ForkPolicy
+	// GitHubRepo is the GitHub repository (OWNER/NAME) a local or git
+	// source mirrors, whose check runs report its runs; empty for none. A
+	// github source reports to its Location and leaves this empty.
+	GitHubRepo string
 	// CreatedAt is stamped by CreateSource.
 	CreatedAt time.Time
 }
 
-const sourceColumns = "name, kind, location, webhook_secrets, fork_pull_requests, created_at"
+const sourceColumns = "name, kind, location, webhook_secrets, fork_pull_requests, github_repo, created_at"
 
 func scanSource(row interface{ Scan(...any) error }) (Source, error) {
 	var s Source
-	err := row.Scan(&s.Name, &s.Kind, &s.Location, jsonCol[[]string]{&s.WebhookSecrets}, &s.ForkPullRequests, timeCol{&s.CreatedAt})
+	err := row.Scan(&s.Name, &s.Kind, &s.Location, jsonCol[[]string]{&s.WebhookSecrets}, &s.ForkPullRequests, &s.GitHubRepo, timeCol{&s.CreatedAt})
 	return s, err
 }
 
@@ -45,8 +49,8 @@ func (q *queries) CreateSource(ctx context.Context, s Source) (Source, error) {
 		s.ForkPullRequests = ForkApprove
 	}
 	_, err := q.exec(ctx,
-		"INSERT INTO sources ("+sourceColumns+") VALUES (?, ?, ?, ?, ?, ?)",
-		s.Name, string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), string(s.ForkPullRequests), timeArg(s.CreatedAt))
+		"INSERT INTO sources ("+sourceColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+		s.Name, string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), string(s.ForkPullRequests), s.GitHubRepo, timeArg(s.CreatedAt))
 	if err != nil {
 		return Source{}, fmt.Errorf("create source %q: %w", s.Name, classify(err))
 	}
@@ -83,16 +87,16 @@ func (q *queries) ListSources(ctx context.Context) ([]Source, error) {
 	return out, nil
 }
 
-// UpdateSource replaces the kind, location, webhook secrets and fork policy
-// (empty: ForkApprove) of the source named s.Name; CreatedAt is kept. A
+// UpdateSource replaces the kind, location, webhook secrets, fork policy
+// (empty: ForkApprove) and GitHub repository of the source named s.Name; CreatedAt is kept. A
 // missing source gives ErrNotFound.
 func (q *queries) UpdateSource(ctx context.Context, s Source) error {
 	if s.ForkPullRequests == "" {
 		s.ForkPullRequests = ForkApprove
 	}
 	changed, err := q.execChanged(ctx,
-		"UPDATE sources SET kind = ?, location = ?, webhook_secrets = ?, fork_pull_requests = ? WHERE name = ?",
-		string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), string(s.ForkPullRequests), s.Name)
+		"UPDATE sources SET kind = ?, location = ?, webhook_secrets = ?, fork_pull_requests = ?, github_repo = ? WHERE name = ?",
+		string(s.Kind), s.Location, stringsArg(s.WebhookSecrets), string(s.ForkPullRequests), s.GitHubRepo, s.Name)
 	if err == nil && !changed {
 		err = ErrNotFound
 	}
@@ -100,6 +104,16 @@ func (q *queries) UpdateSource(ctx context.Context, s Source) error {
 		return fmt.Errorf("update source %q: %w", s.Name, classify(err))
 	}
 	return nil
+}
+
+// GitHubRepository is the OWNER/NAME whose check runs report this
+// source's runs: a github source's location, else GitHubRepo (empty for
+// none).
+func (s Source) GitHubRepository() string {
+	if s.Kind == SourceGitHub {
+		return s.Location
+	}
+	return s.GitHubRepo
 }
 
 // DeleteSource removes the source named name; its runs stay. A missing

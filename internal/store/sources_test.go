@@ -42,6 +42,7 @@ func TestSources(t *testing.T) {
 
 		want.Kind, want.Location, want.WebhookSecrets = SourceGit, "https://example.com/hello.git", []string{"newer"}
 		want.ForkPullRequests = ForkRun
+		want.GitHubRepo = "kici-dev/hello"
 		if err := db.UpdateSource(ctx, want); err != nil {
 			t.Fatalf("update: %v", err)
 		}

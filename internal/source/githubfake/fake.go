@@ -17,11 +17,28 @@
 // A pull request (SetPullRequest) changes what its head commit's tree holds
 // differently from its base commit's: the fake keeps no history, so the base
 // commit stands for the merge base. A ref of "HEAD" names the default branch.
+//	POST /repos/{owner}/{repo}/check-runs            201 with the check run; 422
+//	                                                 for a missing name or head_sha,
+//	                                                 a bad status or conclusion, or
+//	                                                 completed without a conclusion
+//	PATCH /repos/{owner}/{repo}/check-runs/{id}      200 with the check run
+//	GET /repos/{owner}/{repo}/commits/{ref}/check-runs {"total_count", "check_runs"}
+//	                                                 (check_name, status, filter,
+//	                                                 per_page, page)
 //
 // Every request must carry the server's token (Authorization: Bearer or
-// token); otherwise the answer is 401 "Bad credentials", as GitHub gives.
+// token), or an installation token minted for a GitHub App (EnableApp);
+// otherwise the answer is 401 "Bad credentials", as GitHub gives. With
+// EnableApp it also serves the App's own endpoints, which take its JWT:
+//
+//	GET /repos/{owner}/{repo}/installation           the App's installation
+//	POST /app/installations/{id}/access_tokens       201 {"token", "expires_at"}
+//
 // Tests steer it with SetRateLimited (every answer becomes GitHub's 403 for
-// an exhausted rate limit). The tarball download authenticates with a
+// an exhausted rate limit), FailCheckRuns (the next check-run requests
+// fail, e.g. with 502 and Retry-After) and LoseCreateAnswers (a check run
+// is created but its answer is lost); CheckRuns shows what was reported.
+// The tarball download authenticates with a
 // token in its query, as GitHub's codeload URLs do, so a client that drops
 // Authorization on the redirect still gets it.
 //
@@ -32,6 +49,7 @@ package githubfake
 import (
 	"archive/tar"
 	"compress/gzip"
+	"crypto/rsa"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
@@ -62,6 +80,16 @@ type Server struct {
 	commitSeq   int
 	rateLimited bool
 	requests    []string
+
+	checkRunSeq     int
+	checkFailures   int
+	checkFailStatus int
+	checkFailHeader http.Header
+	lostCreates     int
+
+	appID         int64
+	appKey        *rsa.PublicKey
+	installTokens map[string]time.Time // minted installation token → expiry
 }
 
 type repo struct {
@@ -70,11 +98,12 @@ type repo struct {
 	commits       map[string]map[string]string // sha → path → content
 	branches      map[string]string
 	tags          map[string]string
+	checkRuns     []*CheckRun
 }
 
 // New starts a fake whose requests must carry token. Close it when done.
 func New(token string) *Server {
-	s := &Server{token: token, repos: map[string]*repo{}}
+	s := &Server{token: token, repos: map[string]*repo{}, installTokens: map[string]time.Time{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref...}", s.commit)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.contents)
@@ -82,6 +111,11 @@ func New(token string) *Server {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.tarball)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.pull)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.pullFiles)
+	mux.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
+	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
+	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.repoInstallation)
+	mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.createInstallationToken)
 	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.download)
 	s.srv = httptest.NewServer(s.authenticate(mux))
 	s.URL = s.srv.URL
@@ -192,12 +226,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			writeMessage(w, http.StatusForbidden, "API rate limit exceeded for installation ID 1.")
 			return
 		}
-		if !strings.HasPrefix(req.URL.Path, "/_codeload/") {
-			auth := req.Header.Get("Authorization")
-			if auth != "Bearer "+s.token && auth != "token "+s.token {
-				writeMessage(w, http.StatusUnauthorized, "Bad credentials")
-				return
-			}
+		if !strings.HasPrefix(req.URL.Path, "/_codeload/") && !s.authorized(req.Header.Get("Authorization"), req.URL.Path) {
+			writeMessage(w, http.StatusUnauthorized, "Bad credentials")
+			return
 		}
 		next.ServeHTTP(w, req)
 	})
