@@ -17,6 +17,7 @@
 // A pull request (SetPullRequest) changes what its head commit's tree holds
 // differently from its base commit's: the fake keeps no history, so the base
 // commit stands for the merge base. A ref of "HEAD" names the default branch.
+//
 //	POST /repos/{owner}/{repo}/check-runs            201 with the check run; 422
 //	                                                 for a missing name or head_sha,
 //	                                                 a bad status or conclusion, or
