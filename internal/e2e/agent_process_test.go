@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,54 +23,17 @@ func startAgentTokenVia(t *testing.T, o *orchestrator, id string, viaFile bool) 
 	t.Helper()
 	var tok apiv1.AgentToken
 	o.api(t, "POST", "/api/v1/agent-tokens", apiv1.AgentTokenRequest{}, &tok, http.StatusCreated)
-	a := &agent{cmd: exec.Command(filepath.Join(binDir, "kici-agent"))}
-	a.cmd.Env = append(minimalEnv(),
-		"KICI_ORCHESTRATOR_URL=ws://"+o.addr+"/ws",
-		"KICI_AGENT_ID="+id,
-		"KICI_AGENT_WORKDIR="+t.TempDir(),
-		"KICI_LOG_FORMAT=text",
-	)
+	env := []string{"KICI_ORCHESTRATOR_URL=ws://" + o.addr + "/ws"}
 	if viaFile {
 		file := filepath.Join(t.TempDir(), "token")
 		if err := os.WriteFile(file, []byte(tok.Token+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		a.cmd.Env = append(a.cmd.Env, "KICI_AGENT_TOKEN_FILE="+file)
+		env = append(env, "KICI_AGENT_TOKEN_FILE="+file)
 	} else {
-		a.cmd.Env = append(a.cmd.Env, "KICI_AGENT_TOKEN="+tok.Token)
+		env = append(env, "KICI_AGENT_TOKEN="+tok.Token)
 	}
-	a.cmd.Stdout = &testWriter{t: t, prefix: "agent " + id + ": "}
-	a.cmd.Stderr = a.cmd.Stdout
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a.done = make(chan struct{})
-	go func() { _ = a.cmd.Wait(); close(a.done) }()
-	t.Cleanup(func() {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.done:
-		case <-time.After(10 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-a.done
-		}
-	})
-	waitFor(t, 20*time.Second, "agent "+id+" connected", func() bool {
-		select {
-		case <-a.done:
-			t.Fatalf("agent %s exited before it connected", id)
-		default:
-		}
-		var list apiv1.AgentList
-		o.api(t, "GET", "/api/v1/agents", nil, &list, http.StatusOK)
-		for _, ag := range list.Agents {
-			if ag.ID == id {
-				return true
-			}
-		}
-		return false
-	})
-	return a, tok.Token
+	return o.launchAgent(t, id, env), tok.Token
 }
 
 // TestAgentTokenHiddenFromSteps: whether the token comes in KICI_AGENT_TOKEN

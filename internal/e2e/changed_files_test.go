@@ -51,26 +51,7 @@ jobs:
 // returns the workflows of the runs it started, sorted.
 func (o *orchestrator) deliverGitHub(t *testing.T, source, secret, kind, id string, body []byte) []string {
 	t.Helper()
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, "http://"+o.addr+"/webhooks/github/"+source, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", kind)
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var tr apiv1.TriggerResponse
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &tr) != nil {
-		t.Fatalf("deliver %s: got %d %s, want 200", kind, resp.StatusCode, data)
-	}
+	tr := o.postGitHub(t, source, secret, kind, id, body)
 	workflows := []string{}
 	for _, r := range tr.Runs {
 		workflows = append(workflows, r.Workflow)
@@ -152,4 +133,32 @@ func TestChangedFilesFromMergeBaseAndNewBranch(t *testing.T) {
 			t.Errorf("workflows run by the new branch listing no commits (-want +got):\n%s", diff)
 		}
 	})
+}
+
+// postGitHub posts body as a GitHub delivery of kind, signed with secret,
+// to source's webhook, and returns the orchestrator's answer, failing the
+// test unless it is a 200.
+func (o *orchestrator) postGitHub(t *testing.T, source, secret, kind, id string, body []byte) apiv1.TriggerResponse {
+	t.Helper()
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	req, err := http.NewRequest(http.MethodPost, "http://"+o.addr+"/webhooks/github/"+source, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", kind)
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var tr apiv1.TriggerResponse
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &tr) != nil {
+		t.Fatalf("deliver %s: got %d %s, want 200", kind, resp.StatusCode, data)
+	}
+	return tr
 }

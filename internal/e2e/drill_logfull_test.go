@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"encoding/json"
-	"github.com/kici-dev/kici/internal/testsvc"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,28 +16,12 @@ import (
 // JSON lines. Needs root (to mount); skipped otherwise.
 func TestDrillLogVolumeFull(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		if testsvc.RequireServices() {
-			t.Fatalf("the log-volume drill mounts a tmpfs and needs root, which %s=1 requires", testsvc.EnvRequireServices)
-		}
-		t.Skip("mounting a tmpfs needs root")
-	}
 	dataDir := t.TempDir()
 	logDir := filepath.Join(dataDir, "logs")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", logDir).CombinedOutput(); err != nil {
-		if testsvc.RequireServices() {
-			t.Fatalf("mount tmpfs: %v: %s", err, out)
-		}
-		t.Skipf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", logDir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", logDir, err, out)
-		}
-	})
+	mountTmpfs(t, logDir, "256k")
 
 	o := startOrchestrator(t, "", "KICI_DATA_DIR="+dataDir)
 	o.addRepo(t, map[string]string{"ci.yml": `

@@ -1,13 +1,7 @@
 package e2e
 
 import (
-	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,27 +95,7 @@ func (o *orchestrator) deliverForkPR(t *testing.T, source, secret, id, baseSHA, 
     "head": {"ref": "patch-1", "sha": %q, "repo": {"full_name": "mallory/hello"}},
     "base": {"ref": "main", "sha": %q, "repo": {"full_name": "octo-org/hello"}}},
   "repository": {"full_name": "octo-org/hello"}, "sender": {"login": "mallory"}}`, headSHA, baseSHA)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	req, err := http.NewRequest(http.MethodPost, "http://"+o.addr+"/webhooks/github/"+source, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "pull_request")
-	req.Header.Set("X-GitHub-Delivery", id)
-	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var tr apiv1.TriggerResponse
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &tr) != nil {
-		t.Fatalf("deliver fork pull request: got %d %s, want 200", resp.StatusCode, data)
-	}
-	return tr.Runs
+	return o.postGitHub(t, source, secret, "pull_request", id, body).Runs
 }
 
 // reversed returns s backwards.

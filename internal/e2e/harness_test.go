@@ -220,16 +220,22 @@ func startAgent(t *testing.T, o *orchestrator, url, id string, labels []string, 
 	if url == "" {
 		url = "ws://" + o.addr + "/ws"
 	}
-	a := &agent{cmd: exec.Command(filepath.Join(binDir, "kici-agent"))}
-	a.cmd.Env = append(minimalEnv(),
-		"KICI_ORCHESTRATOR_URL="+url,
-		"KICI_AGENT_TOKEN="+token,
-		"KICI_AGENT_ID="+id,
-		"KICI_LABELS="+strings.Join(labels, ","),
-		"KICI_AGENT_WORKDIR="+t.TempDir(),
-		"KICI_LOG_FORMAT=text",
+	return o.launchAgent(t, id, append([]string{
+		"KICI_ORCHESTRATOR_URL=" + url,
+		"KICI_AGENT_TOKEN=" + token,
+		"KICI_LABELS=" + strings.Join(labels, ","),
 		"KICI_AGENT_CANCEL_GRACE_MS=2000",
-	)
+	}, env...))
+}
+
+// launchAgent starts the kici-agent binary as agent id with env on top of
+// the minimal environment, a work dir and text logs, stops it at the end
+// of the test, and returns once the orchestrator lists it connected (or
+// fails the test if the agent exits first).
+func (o *orchestrator) launchAgent(t *testing.T, id string, env []string) *agent {
+	t.Helper()
+	a := &agent{cmd: exec.Command(filepath.Join(binDir, "kici-agent"))}
+	a.cmd.Env = append(minimalEnv(), "KICI_AGENT_ID="+id, "KICI_AGENT_WORKDIR="+t.TempDir(), "KICI_LOG_FORMAT=text")
 	a.cmd.Env = append(a.cmd.Env, env...)
 	a.cmd.Stdout = &testWriter{t: t, prefix: "agent " + id + ": "}
 	a.cmd.Stderr = a.cmd.Stdout
@@ -248,6 +254,11 @@ func startAgent(t *testing.T, o *orchestrator, url, id string, labels []string, 
 		}
 	})
 	waitFor(t, 20*time.Second, "agent "+id+" connected", func() bool {
+		select {
+		case <-a.done:
+			t.Fatalf("agent %s exited before it connected", id)
+		default:
+		}
 		var list apiv1.AgentList
 		o.api(t, "GET", "/api/v1/agents", nil, &list, http.StatusOK)
 		for _, ag := range list.Agents {
