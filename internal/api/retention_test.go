@@ -32,6 +32,8 @@ func TestRunRetention(t *testing.T) {
 		}
 		h.mustAdmin(t, http.MethodPost, "/api/v1/runs/"+finished+"/cancel", nil, http.StatusOK, nil)
 
+		// The rows go in one transaction and the log dir right after it
+		// commits, so the run may read as gone a moment before its logs are.
 		deadline := time.Now().Add(30 * time.Second)
 		for h.call(t, adminToken, http.MethodGet, "/api/v1/runs/"+finished, "").status != http.StatusNotFound {
 			if time.Now().After(deadline) {
@@ -39,8 +41,15 @@ func TestRunRetention(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if _, err := os.Stat(logDir); !os.IsNotExist(err) {
-			t.Errorf("log dir of the deleted run: stat gives %v, want it gone", err)
+		for {
+			_, err := os.Stat(logDir)
+			if os.IsNotExist(err) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("log dir of the deleted run: stat gives %v 30 s on, want it gone", err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 		if got := h.call(t, adminToken, http.MethodGet, "/api/v1/runs/"+queued, "").status; got != http.StatusOK {
 			t.Errorf("the queued run: GET gives %d, want 200 (never deleted while unfinished)", got)
