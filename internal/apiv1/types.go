@@ -469,3 +469,54 @@ type Redelivery struct {
 	Delivery Delivery `json:"delivery"`
 	TriggerResponse
 }
+
+// Schedule is one schedule trigger of a workflow at a source's default
+// branch head, as GET /api/v1/schedules lists it.
+type Schedule struct {
+	Source   string `json:"source"`
+	Workflow string `json:"workflow"`
+	// File is the workflow file that declares the schedule.
+	File string `json:"file,omitempty"`
+	// Cron is the five-field spec, evaluated in UTC.
+	Cron string `json:"cron"`
+	// SHA is the default branch head the schedule was read at.
+	SHA string `json:"sha"`
+	// NextTick is the next tick of the spec after now; nil when the spec
+	// never fires again (e.g. 30 February).
+	NextTick *time.Time `json:"next_tick"`
+	// LastRun is the workflow's newest scheduled run (for any of its
+	// specs); nil when none was started (or it was deleted).
+	LastRun *ScheduledRun `json:"last_run"`
+}
+
+// ScheduledRun is a run that a schedule tick started.
+type ScheduledRun struct {
+	// Tick is the tick (UTC) that started the run.
+	Tick time.Time `json:"tick"`
+	// RunID is the run; Status its status, empty when the run was deleted
+	// (retention) since.
+	RunID  string `json:"run_id"`
+	Status string `json:"status,omitempty"`
+}
+
+// ScheduleProblem is a source whose schedules could not be read (or read
+// completely) at the last refresh.
+type ScheduleProblem struct {
+	Source string `json:"source"`
+	// Error says what failed: the default branch could not be resolved,
+	// the workflows could not be read, or some files are invalid (each
+	// FILE:LINE:COL: message, one per line). The schedules listed for the
+	// source, if any, are those of its last readable (or valid) workflows.
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+}
+
+// ScheduleList is GET /api/v1/schedules: every schedule trigger of every
+// source, sorted by source, workflow and spec.
+type ScheduleList struct {
+	Schedules []Schedule        `json:"schedules"`
+	Problems  []ScheduleProblem `json:"problems,omitempty"`
+	// RefreshedAt is when the answering orchestrator last read the
+	// sources' workflows; zero before the first read completed.
+	RefreshedAt time.Time `json:"refreshed_at"`
+}
