@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/kici-dev/kici/internal/trigger"
 	"github.com/kici-dev/kici/internal/workflow"
@@ -238,7 +239,7 @@ func buildEvent(kind string, f *eventFlags) (trigger.Event, error) {
 		if f.cron == "" {
 			return trigger.Event{}, usageError{errors.New("schedule: --cron SPEC is required")}
 		}
-		ev = trigger.ScheduleEvent(f.cron, f.ref)
+		ev = trigger.ScheduleEvent(f.cron, f.ref, time.Time{})
 		ev.SHA = f.sha
 	default:
 		return trigger.Event{}, usageError{fmt.Errorf("unknown event %q: want one of %s", kind, strings.Join(eventKinds, ", "))}

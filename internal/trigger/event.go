@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/kici-dev/kici/internal/workflow"
 )
@@ -115,6 +116,9 @@ type Event struct {
 	Inputs map[string]string `json:"inputs,omitempty"`
 	// Cron is the spec of the schedule trigger that fired (schedule events).
 	Cron string `json:"cron,omitempty"`
+	// Tick is, for a schedule event, the tick (UTC, to the minute) that
+	// fired: the run records which tick started it.
+	Tick time.Time `json:"tick,omitzero"`
 }
 
 // PushEvent returns the event of a push of sha to ref, as the API and
@@ -176,9 +180,13 @@ func ManualEvent(ref string, inputs map[string]string) Event {
 }
 
 // ScheduleEvent returns the event of the schedule trigger with spec cron
-// firing on ref (empty means the default branch).
-func ScheduleEvent(cron, ref string) Event {
+// firing on ref (empty means the default branch) at tick (zero when not
+// known, as in kici preview).
+func ScheduleEvent(cron, ref string, tick time.Time) Event {
 	ev := Event{Kind: KindSchedule, Provider: ProviderSchedule, Cron: cron}
+	if !tick.IsZero() {
+		ev.Tick = tick.UTC()
+	}
 	if ref != "" {
 		ev.setRef(fullBranchRef(ref))
 	}

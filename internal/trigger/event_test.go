@@ -3,6 +3,7 @@ package trigger
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -59,7 +60,7 @@ func TestConstructors(t *testing.T) {
 		},
 		{
 			name: "schedule",
-			got:  ScheduleEvent("0 3 * * *", "main"),
+			got:  ScheduleEvent("0 3 * * *", "main", time.Time{}),
 			want: Event{Kind: KindSchedule, Provider: ProviderSchedule, Cron: "0 3 * * *", Ref: "refs/heads/main", Branch: "main"},
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -447,26 +448,26 @@ func TestMatch(t *testing.T) {
 		{
 			name:     "schedule cron fired",
 			triggers: []workflow.Trigger{schedule("*/5 * * * *"), schedule("0 3 * * *")},
-			ev:       ScheduleEvent("0 3 * * *", "main"),
+			ev:       ScheduleEvent("0 3 * * *", "main", time.Time{}),
 			want:     Decision{Matched: true, Trigger: "schedule", Reason: `schedule "0 3 * * *" on main matched cron "0 3 * * *"`},
 		},
 		{
 			name:     "schedule cron spacing does not matter",
 			triggers: []workflow.Trigger{schedule("0  3 * *\t*")},
-			ev:       ScheduleEvent(" 0 3 * * * ", ""),
+			ev:       ScheduleEvent(" 0 3 * * * ", "", time.Time{}),
 			want: Decision{Matched: true, Trigger: "schedule",
 				Reason: `schedule " 0 3 * * * " on the default branch matched cron "0  3 * *\t*"`},
 		},
 		{
 			name:     "schedule other cron fired",
 			triggers: []workflow.Trigger{schedule("0 3 * * *")},
-			ev:       ScheduleEvent("*/5 * * * *", ""),
+			ev:       ScheduleEvent("*/5 * * * *", "", time.Time{}),
 			want:     Decision{Reason: `schedule trigger: cron "0 3 * * *" is not the schedule that fired ("*/5 * * * *")`},
 		},
 		{
 			name:     "schedule with an extra field",
 			triggers: []workflow.Trigger{schedule("0 3 * * *")},
-			ev:       ScheduleEvent("0 3 * * * *", ""),
+			ev:       ScheduleEvent("0 3 * * * *", "", time.Time{}),
 			want:     Decision{Reason: `schedule trigger: cron "0 3 * * *" is not the schedule that fired ("0 3 * * * *")`},
 		},
 	}
@@ -553,7 +554,7 @@ func TestMatchChecks(t *testing.T) {
 		{
 			name:     "schedule and unknown type",
 			triggers: []workflow.Trigger{{Type: "nightly"}, schedule("@daily")},
-			ev:       ScheduleEvent("@daily", ""),
+			ev:       ScheduleEvent("@daily", "", time.Time{}),
 			want: []Check{
 				{Trigger: "nightly", Field: "kind", Expected: "(unknown trigger type)", Actual: "schedule"},
 				{Trigger: "schedule", Field: "kind", Expected: "schedule", Actual: "schedule", OK: true},

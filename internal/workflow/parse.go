@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
-	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -383,7 +382,7 @@ func (p *fileParser) parseSchedule(n *yaml.Node, what string) []Trigger {
 			p.errorf(e, "%s: missing \"cron\"", what)
 			continue
 		}
-		if _, err := cronParser.Parse(spec); err != nil {
+		if _, err := ParseCron(spec); err != nil {
 			p.errorf(specN, "%s.cron: invalid cron spec %q: %v (expected five fields: minute hour day-of-month month day-of-week)", what, spec, err)
 			continue
 		}
@@ -391,9 +390,6 @@ func (p *fileParser) parseSchedule(n *yaml.Node, what string) []Trigger {
 	}
 	return out
 }
-
-// cronParser accepts the five-field standard form, as in crontab(5).
-var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
 // parseEnv reads an env map in file order; values may be strings, numbers
 // or booleans.
