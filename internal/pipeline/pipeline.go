@@ -57,6 +57,10 @@ type Config struct {
 	// included (KICI_MAX_JOBS_PER_RUN); 0 means
 	// workflow.DefaultMaxJobsPerRun. A workflow over it starts no run.
 	MaxJobsPerRun int
+	// Pushed, when set, is told the source of every branch push the
+	// pipeline handles, before its workflows are read (the schedules
+	// re-read a source's default branch after one).
+	Pushed func(source string)
 }
 
 // SourceStore reads registered sources.
@@ -158,6 +162,9 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 	row, src, err := p.Source(ctx, sourceName)
 	if err != nil {
 		return Result{}, err
+	}
+	if ev.Kind == trigger.KindPush && p.cfg.Pushed != nil {
+		p.cfg.Pushed(sourceName)
 	}
 	var policy store.ForkPolicy
 	workflowsAt := "" // the commit the workflows are read at; "" means ev.SHA

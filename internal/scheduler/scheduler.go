@@ -77,7 +77,17 @@ type RunInput struct {
 	// its secrets withheld (each declared secret reads empty). The run's
 	// event records both, so a rerun keeps them.
 	ForkPolicy store.ForkPolicy
+	// ScheduleTick, for a run a schedule starts (Event.Kind schedule), is
+	// the tick that starts it: the run is created only if no run of the
+	// same source and workflow claimed that tick before, in the same
+	// transaction; otherwise CreateRun returns ErrTickTaken.
+	ScheduleTick time.Time
 }
+
+// ErrTickTaken is returned by CreateRun when the schedule tick was
+// already claimed by a run of the same source and workflow (on this or
+// another orchestrator): nothing was created.
+var ErrTickTaken = errors.New("schedule tick already started a run")
 
 // Record is what a run stores as its event: the normalised event, the
 // inputs its jobs were bound with, and how the fork policy applied.
@@ -211,6 +221,16 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	err = s.db.Tx(ctx, func(tx *store.Tx) error {
 		events = events[:0]
 		var err error
+		if !in.ScheduleTick.IsZero() {
+			ok, err := tx.ClaimScheduleTick(ctx, store.ScheduleFire{Source: in.Source, Workflow: in.Workflow.Name,
+				Tick: in.ScheduleTick, Cron: in.Event.Cron, RunID: runID, FiredAt: now})
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return ErrTickTaken
+			}
+		}
 		run, err = tx.CreateRun(ctx, nr)
 		if err != nil {
 			return err
