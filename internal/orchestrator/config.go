@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kici-dev/kici/internal/schedules"
+
 	"github.com/agnivade/levenshtein"
 	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/workflow"
@@ -83,6 +85,14 @@ type Config struct {
 	// these, and while it is live no second orchestrator starts on the
 	// database. 0 means DefaultInstanceHeartbeat.
 	InstanceHeartbeat time.Duration
+	// ClusterRole is RoleStandalone (the default: this orchestrator owns
+	// its database alone) or RoleCoordinator (any number of coordinators
+	// share one PostgreSQL database; see docs/operations.md).
+	ClusterRole string
+	// ScheduleRefresh is how often every source's default branch is read
+	// again for its schedule triggers (besides after each push). 0 means
+	// schedules.DefaultRefresh.
+	ScheduleRefresh time.Duration
 	// GitHubAPIURL is GitHub's REST API base URL, of github sources and
 	// of check run reports; empty means https://api.github.com.
 	GitHubAPIURL string
@@ -116,6 +126,14 @@ const (
 	DefaultArchiveCacheEntries = 8
 	DefaultRetentionSweep      = time.Hour
 	DefaultInstanceHeartbeat   = 2 * time.Second
+	DefaultScheduleRefresh     = schedules.DefaultRefresh
+)
+
+// The cluster roles (KICI_CLUSTER_ROLE).
+const (
+	RoleStandalone  = "standalone"
+	RoleCoordinator = "coordinator"
+	RoleWorker      = "worker"
 )
 
 // knownVars are every KICI_ variable some kici component reads, so that a
@@ -128,7 +146,7 @@ var knownVars = []string{
 	"KICI_CANCEL_GRACE_MS", "KICI_AUTH_FAILURE_LIMIT", "KICI_ARCHIVE_CACHE_ENTRIES",
 	"KICI_MAX_JOBS_PER_RUN", "KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
 	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS", "KICI_INSTANCE_HEARTBEAT_MS",
-	"KICI_GIT_ALLOW_FILE_URLS",
+	"KICI_GIT_ALLOW_FILE_URLS", "KICI_CLUSTER_ROLE", "KICI_SCHEDULE_REFRESH_MS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FILE", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
@@ -159,6 +177,7 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		GitHubAPIURL:        getenv("KICI_GITHUB_API_URL"),
 		GitHubToken:         getenv("KICI_GITHUB_TOKEN"),
 		GitHubAppKeyFile:    getenv("KICI_GITHUB_APP_KEY_FILE"),
+		ClusterRole:         or(getenv("KICI_CLUSTER_ROLE"), RoleStandalone),
 	}
 	var errs []error
 	ms := func(name string, def time.Duration, dst *time.Duration) {
@@ -181,6 +200,7 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 	ms("KICI_DEFAULT_JOB_TIMEOUT_MS", DefaultJobTimeout, &c.DefaultJobTimeout)
 	ms("KICI_CANCEL_GRACE_MS", DefaultCancelGrace, &c.CancelGrace)
 	ms("KICI_INSTANCE_HEARTBEAT_MS", DefaultInstanceHeartbeat, &c.InstanceHeartbeat)
+	ms("KICI_SCHEDULE_REFRESH_MS", DefaultScheduleRefresh, &c.ScheduleRefresh)
 	if v := getenv("KICI_AUTH_FAILURE_LIMIT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -295,6 +315,17 @@ func (c *Config) Validate() error {
 		}
 	} else if c.DatabaseURL != "" {
 		return errors.New("KICI_SECRET_KEY: required with PostgreSQL (64 hex digits, e.g. from `openssl rand -hex 32`; every coordinator needs the same key)")
+	}
+	switch c.ClusterRole {
+	case "", RoleStandalone:
+	case RoleCoordinator:
+		if c.DatabaseURL == "" {
+			return errors.New("KICI_CLUSTER_ROLE=coordinator needs PostgreSQL (KICI_DATABASE_URL): coordinators share one database")
+		}
+	case RoleWorker:
+		return errors.New("KICI_CLUSTER_ROLE=worker is not available yet: run a standalone orchestrator or coordinators on one PostgreSQL database")
+	default:
+		return fmt.Errorf("KICI_CLUSTER_ROLE=%q: want standalone or coordinator", c.ClusterRole)
 	}
 	if c.GitHubAppID != 0 && c.GitHubAppKeyFile == "" {
 		return errors.New("KICI_GITHUB_APP_KEY_FILE: required with KICI_GITHUB_APP_ID (the path of the App's private key, PEM)")

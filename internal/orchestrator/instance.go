@@ -33,8 +33,12 @@ func (c *Config) instanceHeartbeat() time.Duration {
 // second orchestrator refused meanwhile names this one.
 func (s *Server) describe() error {
 	host, _ := os.Hostname() // only for people reading the lock file
+	role := store.InstanceStandalone
+	if s.cfg.ClusterRole == RoleCoordinator {
+		role = store.InstanceCoordinator
+	}
 	s.self = store.Instance{
-		ID: uuid.NewString(), Role: store.InstanceStandalone,
+		ID: uuid.NewString(), Role: role,
 		Hostname: host, PID: os.Getpid(), Addr: s.cfg.HTTPAddr,
 	}
 	return s.lock.record(lockHolder{
@@ -46,7 +50,8 @@ func (s *Server) describe() error {
 // reads or changes state another live orchestrator may own. SQLite lives
 // in the data dir, so its lock (held since New) is the whole claim. On
 // PostgreSQL, which other hosts may share, the instance is registered,
-// refusing to start beside a live standalone one.
+// refusing to start beside a live standalone one (and, as a standalone
+// one, beside any live one).
 func (s *Server) claim(ctx context.Context) error {
 	if s.cfg.DatabaseURL == "" {
 		return nil

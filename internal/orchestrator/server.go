@@ -26,6 +26,7 @@ import (
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/scheduler"
+	"github.com/kici-dev/kici/internal/schedules"
 	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/store"
 	"github.com/kici-dev/kici/internal/workflow"
@@ -45,7 +46,9 @@ type Server struct {
 	scalers *scalers
 	secrets *secrets.Service
 	checks  *checks.Reporter // nil when runs are not reported to GitHub
-	ln      net.Listener
+	// schedules starts the runs of schedule triggers.
+	schedules *schedules.Scheduler
+	ln        net.Listener
 
 	// lock is the held data dir lock; self is this process in the
 	// database's instance table, where it is registered (on PostgreSQL)
@@ -147,7 +150,9 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics, s.checks}, disp)
-	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun})
+	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun,
+		Pushed: func(source string) { s.schedules.Kick(source) }})
+	s.schedules = schedules.New(s.log, pipe, s.db, schedules.Config{Refresh: s.cfg.ScheduleRefresh})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
 		RecoveryWindow:     s.cfg.AgentRecoveryWindow,
@@ -270,6 +275,7 @@ func (s *Server) Run(ctx context.Context) error {
 	bg.Go(func() { errc <- s.disp.Run(ctx) })
 	bg.Go(func() { s.purgeDeliveries(ctx) })
 	bg.Go(func() { s.retain(ctx) })
+	bg.Go(func() { _ = s.schedules.Run(ctx) }) // it logs its own failures
 	if s.checks != nil {
 		bg.Go(func() { _ = s.checks.Run(ctx) }) // it logs its own failures
 	}
@@ -418,13 +424,24 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 
 // recover picks up where a previous process stopped: jobs it had handed
 // to agents (acknowledged or not) get the recovery window for their agents
-// to come back, and
+// to come back (unless other coordinators are live), and
 // every unfinished run is advanced (upstreams may have finished while no
 // orchestrator was watching).
 func (s *Server) recover(ctx context.Context) error {
 	rows, err := s.db.ListQueue(ctx)
 	if err != nil {
 		return err
+	}
+	others, err := s.otherInstances(ctx)
+	if err != nil {
+		return err
+	}
+	if others > 0 {
+		// Coordinators do not record yet which of them dispatched a job:
+		// the dispatched jobs may be a live coordinator's, whose agents
+		// are connected to it, and are left alone.
+		s.log.Info("other coordinators are live: their dispatched jobs are left to them", "coordinators", others)
+		rows = nil
 	}
 	deadline := time.Now().Add(s.cfg.AgentRecoveryWindow)
 	for _, e := range rows {
@@ -448,6 +465,25 @@ func (s *Server) recover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// otherInstances counts the live orchestrators registered on the database
+// besides this one (only coordinators can have any).
+func (s *Server) otherInstances(ctx context.Context) (int, error) {
+	if !s.registered || s.self.Role != store.InstanceCoordinator {
+		return 0, nil
+	}
+	live, err := s.db.ListInstances(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, l := range live {
+		if l.ID != s.self.ID && l.ExpiresAt.After(time.Now()) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // dispatcherRef lets the scheduler wake a dispatcher built after it.

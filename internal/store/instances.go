@@ -9,20 +9,23 @@ import (
 	"time"
 )
 
-// InstanceStandalone is the role of an orchestrator that must own its
-// database alone: it refuses to start beside any live instance, and no
-// instance starts beside it.
-//
-// This is the seam for clustering: coordinators that share one database on
-// purpose will register under a role of their own, and instancesConflict
-// is the one place that decides which roles may live together.
-const InstanceStandalone = "standalone"
+// The roles an instance registers under. instancesConflict is the one
+// place that decides which roles may live together.
+const (
+	// InstanceStandalone is the role of an orchestrator that must own its
+	// database alone: it refuses to start beside any live instance, and no
+	// instance starts beside it.
+	InstanceStandalone = "standalone"
+	// InstanceCoordinator is the role of an orchestrator that shares its
+	// database with other coordinators on purpose.
+	InstanceCoordinator = "coordinator"
+)
 
 // Instance is one orchestrator process registered in the database.
 type Instance struct {
 	// ID is unique per process start (a random UUID).
 	ID string
-	// Role is InstanceStandalone (the only role so far).
+	// Role is InstanceStandalone or InstanceCoordinator.
 	Role string
 	// Hostname, PID and Addr name the process for the people reading an
 	// error: the host it runs on, its process id and its listen address.
@@ -53,7 +56,8 @@ func (e *InstanceConflictError) Error() string {
 }
 
 // instancesConflict reports whether an instance of role may not start
-// while one of role live is live: a standalone instance shares with no one.
+// while one of role live is live: a standalone instance shares with no one;
+// coordinators share with each other.
 func instancesConflict(role, live string) bool {
 	return role == InstanceStandalone || live == InstanceStandalone
 }

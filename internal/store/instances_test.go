@@ -155,3 +155,40 @@ func TestRegisterInstanceRace(t *testing.T) {
 		})
 	}
 }
+
+// Coordinators share a database with each other, never with a standalone
+// instance, whichever starts first.
+func TestRegisterCoordinators(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			dbA, dbB := twoHandles(t, e, newTestClock())
+			ctx := t.Context()
+			for _, id := range []string{"c1", "c2"} {
+				if _, err := dbA.RegisterInstance(ctx, Instance{ID: id, Role: InstanceCoordinator}, time.Minute, ""); err != nil {
+					t.Fatalf("coordinator %s beside coordinators: %v", id, err)
+				}
+			}
+			var conflict *InstanceConflictError
+			if _, err := dbB.RegisterInstance(ctx, Instance{ID: "s", Role: InstanceStandalone, PID: 7}, time.Minute, ""); !errors.As(err, &conflict) {
+				t.Fatalf("standalone beside coordinators: got %v, want an InstanceConflictError", err)
+			}
+			for _, id := range []string{"c1", "c2"} {
+				if err := dbA.DeregisterInstance(ctx, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := dbB.RegisterInstance(ctx, Instance{ID: "s", Role: InstanceStandalone}, time.Minute, ""); err != nil {
+				t.Fatalf("standalone alone: %v", err)
+			}
+			if _, err := dbA.RegisterInstance(ctx, Instance{ID: "c3", Role: InstanceCoordinator}, time.Minute, ""); !errors.As(err, &conflict) || conflict.Live.ID != "s" {
+				t.Fatalf("coordinator beside a standalone: got %v, want an InstanceConflictError naming s", err)
+			}
+			live, err := dbA.ListInstances(ctx)
+			if err != nil || len(live) != 1 {
+				t.Fatalf("live instances: got (%+v, %v), want the standalone one only", live, err)
+			}
+		})
+	}
+}
