@@ -10,10 +10,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestDocsExamplesMatchGolden: every example of `runs …` and `trigger …`
-// in docs/admin.md whose command line is also a golden case's shows what
-// that case prints (stdout, then stderr), so that the docs show what the
-// code does (step numbers from 0, errors, escaped control characters).
+// TestDocsExamplesMatchGolden: every example of `runs …`, `trigger …` and
+// `schedules …` in docs/admin.md whose command line is also a golden
+// case's shows what that case prints (stdout, then stderr), so that the
+// docs show what the code does (step numbers from 0, errors, escaped
+// control characters).
 func TestDocsExamplesMatchGolden(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "admin.md"))
@@ -37,7 +38,8 @@ func TestDocsExamplesMatchGolden(t *testing.T) {
 	}
 	matched := 0
 	for _, ex := range consoleExamples(string(doc)) {
-		if !strings.HasPrefix(ex.cmd, "$ kici-admin runs ") && !strings.HasPrefix(ex.cmd, "$ kici-admin trigger ") ||
+		if !strings.HasPrefix(ex.cmd, "$ kici-admin runs ") && !strings.HasPrefix(ex.cmd, "$ kici-admin trigger ") &&
+			!strings.HasPrefix(ex.cmd, "$ kici-admin schedules ") ||
 			strings.Contains(ex.out, "  ...\n") { // an abbreviated answer
 			continue
 		}

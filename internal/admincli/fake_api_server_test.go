@@ -79,6 +79,7 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	f.accessRoutes(mux)
 	f.approveRoutes(mux)
 	f.deliveriesRoutes(mux)
+	f.schedulesRoutes(mux)
 	f.srv = httptest.NewServer(f.record(mux))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -335,6 +336,15 @@ func (f *fakeAPI) trigger(w http.ResponseWriter, r *http.Request) {
 		resp.Decisions = []apiv1.Decision{{Workflow: "hello", Matched: true, Reason: "manual trigger matched"}}
 	case req.Ref == "feature":
 		resp.Decisions = []apiv1.Decision{helloNoFeature, opsNotMatched}
+	case req.Ref == "partly-invalid":
+		// One valid workflow ran; two files of the commit are invalid
+		// (one names itself with a control character).
+		resp.Runs = []apiv1.RunRef{{ID: "r-202", Workflow: "hello"}}
+		resp.Decisions = []apiv1.Decision{{Workflow: "hello", Matched: true, Reason: "push to partly-invalid matched branches [**]"}}
+		resp.Problems = []string{".kici/workflows/deploy.yml:7:5: unknown key \"no-such-key\"", ".kici/workflows/\x1b[2Jwipe.yml:1:1: mapping values are not allowed here"}
+	case req.Ref == "invalid-no-match":
+		resp.Decisions = []apiv1.Decision{{Workflow: "hello", Matched: false, Reason: `branch "invalid-no-match" matches none of [main release/**]`}}
+		resp.Problems = []string{".kici/workflows/deploy.yml:7:5: unknown key \"no-such-key\""}
 	case req.Ref == "broken":
 		resp.Runs = []apiv1.RunRef{{ID: "r-201", Workflow: "hello"}}
 		resp.Decisions = []apiv1.Decision{{Workflow: "hello", Matched: true, Reason: "push to broken matched branches [**]"}, opsNotMatched}

@@ -169,6 +169,16 @@ func TestRequests(t *testing.T) {
 			want: []fakeRequest{{Method: "GET", Path: "/api/v1/runs", Query: "limit=1&source=app&status=failure"}},
 		},
 		{
+			name: "schedules list asks for everything",
+			args: []string{"schedules", "list"},
+			want: []fakeRequest{{Method: "GET", Path: "/api/v1/schedules"}},
+		},
+		{
+			name: "schedules list passes the source",
+			args: []string{"schedules", "list", "--source", "a b&c"},
+			want: []fakeRequest{{Method: "GET", Path: "/api/v1/schedules", Query: "source=a+b%26c"}},
+		},
+		{
 			name: "runs cancel",
 			args: []string{"runs", "cancel", "r-103"},
 			want: []fakeRequest{{Method: "POST", Path: "/api/v1/runs/r-103/cancel", Body: map[string]any{"force": false}}},

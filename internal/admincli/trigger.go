@@ -34,6 +34,8 @@ type triggerFlags struct {
 type noMatchError struct {
 	source, event string
 	decisions     []apiv1.Decision
+	// problems are the commit's invalid workflow files.
+	problems []string
 }
 
 func (e *noMatchError) Error() string {
@@ -44,6 +46,9 @@ func (e *noMatchError) details() []string {
 	var lines []string
 	for _, d := range e.decisions {
 		lines = append(lines, d.Workflow+": "+d.Reason)
+	}
+	for _, p := range e.problems {
+		lines = append(lines, "invalid, not run: "+escapeControls(p))
 	}
 	return lines
 }
@@ -61,6 +66,10 @@ func newTriggerCmd(a *app) *cobra.Command {
 		Long: `Ask the orchestrator to act as if SOURCE had seen an event, and print the
 runs it started with, per workflow, why it matched or not. When no workflow
 matches, each workflow's reason is printed and the exit status is 1.
+
+The commit's invalid workflow files do not stop its valid ones: they are
+listed after the runs, under "invalid workflows, not run:", one
+FILE:LINE:COL: message each (on stderr with -o json).
 
 The event is push unless --event says otherwise, or manual when --input is
 given. An empty --ref means the source's default branch; --sha pins the
@@ -111,11 +120,12 @@ stderr.`,
 				}
 			}
 			if len(resp.Runs) == 0 {
-				return &noMatchError{source: source, event: req.Event, decisions: resp.Decisions}
+				return &noMatchError{source: source, event: req.Event, decisions: resp.Decisions, problems: resp.Problems}
 			}
 			if f.output == formatTable {
 				printTrigger(out, resp)
 			}
+			printTriggerProblems(progress, resp.Problems)
 			if !f.wait {
 				return nil
 			}
@@ -180,6 +190,19 @@ func (f *triggerFlags) request(cmd *cobra.Command) (apiv1.TriggerRequest, error)
 		req.Inputs[k] = v
 	}
 	return req, nil
+}
+
+// printTriggerProblems writes the invalid workflow files of the commit,
+// which did not run while its valid workflows did: one line each, escaped
+// (file names and messages come from the pushed commit).
+func printTriggerProblems(w io.Writer, problems []string) {
+	if len(problems) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "invalid workflows, not run:")
+	for _, p := range problems {
+		printLine(w, false, "  %s", p)
+	}
 }
 
 // printTrigger writes one row per workflow: the run it started, or why it

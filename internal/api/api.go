@@ -60,6 +60,9 @@ type Config struct {
 	Scalers ScalerAdmin
 	// Diagnoser runs GET /api/v1/diagnose; nil answers 503 there.
 	Diagnoser Diagnoser
+	// Schedules lists the schedule triggers for GET /api/v1/schedules;
+	// nil answers 503 there.
+	Schedules ScheduleLister
 	// Archives caches source archives for agents; nil makes every download
 	// produce its archive again.
 	Archives *archivecache.Cache
@@ -186,6 +189,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/runs/{id}/jobs/{job}/logs", adminToken, auth.RunRead, "run.logs.read", s.jobLogs},
 		{"GET /api/v1/runs/{id}/events", adminToken, auth.RunRead, "run.events.read", s.runEvents},
 		{"GET /api/v1/queue", adminToken, auth.RunRead, "queue.list", s.queue},
+		{"GET /api/v1/schedules", adminToken, auth.RunRead, "schedule.list", s.listSchedules},
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
 		{"POST /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.drain", s.drainAgent},
 		{"DELETE /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.undrain", s.undrainAgent},
