@@ -151,7 +151,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics, s.checks}, disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun,
-		Pushed: func(source string) { s.schedules.Kick(source) }})
+		Changed: func(source string) { s.schedules.Kick(source) }})
 	s.schedules = schedules.New(s.log, pipe, s.db, schedules.Config{Refresh: s.cfg.ScheduleRefresh})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
@@ -191,6 +191,7 @@ func (s *Server) build(ctx context.Context) error {
 	if s.scalers != nil {
 		apiCfg.Scalers = s.scalers
 	}
+	apiCfg.Schedules = s.schedules
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	s.ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {

@@ -57,10 +57,11 @@ type Config struct {
 	// included (KICI_MAX_JOBS_PER_RUN); 0 means
 	// workflow.DefaultMaxJobsPerRun. A workflow over it starts no run.
 	MaxJobsPerRun int
-	// Pushed, when set, is told the source of every branch push the
-	// pipeline handles, before its workflows are read (the schedules
-	// re-read a source's default branch after one).
-	Pushed func(source string)
+	// Changed, when set, is told the source of every branch push the
+	// pipeline handles (before its workflows are read) and of every Forget
+	// (a source added, changed or removed): the schedules read such a
+	// source's default branch again.
+	Changed func(source string)
 }
 
 // SourceStore reads registered sources.
@@ -125,6 +126,9 @@ func (p *Pipeline) Forget(name string) {
 	p.mu.Lock()
 	delete(p.sources, name)
 	p.mu.Unlock()
+	if p.cfg.Changed != nil {
+		p.cfg.Changed(name)
+	}
 }
 
 // Result is what one event did.
@@ -163,8 +167,8 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 	if err != nil {
 		return Result{}, err
 	}
-	if ev.Kind == trigger.KindPush && p.cfg.Pushed != nil {
-		p.cfg.Pushed(sourceName)
+	if ev.Kind == trigger.KindPush && p.cfg.Changed != nil {
+		p.cfg.Changed(sourceName)
 	}
 	var policy store.ForkPolicy
 	workflowsAt := "" // the commit the workflows are read at; "" means ev.SHA
