@@ -503,10 +503,11 @@ type ScheduledRun struct {
 // completely) at the last refresh.
 type ScheduleProblem struct {
 	Source string `json:"source"`
-	// Error says what failed: the default branch could not be resolved,
-	// the workflows could not be read, or some files are invalid (each
-	// FILE:LINE:COL: message, one per line). The schedules listed for the
-	// source, if any, are those of its last readable (or valid) workflows.
+	// Error says what failed, one problem per line: the default branch
+	// could not be resolved or its workflows read (the schedules listed
+	// for the source are then those last read), some files are invalid
+	// (each FILE:LINE:COL: message; the valid ones are listed and tick),
+	// or a tick's run could not be created.
 	Error string    `json:"error"`
 	At    time.Time `json:"at"`
 }
