@@ -268,64 +268,90 @@ func (d *Dispatcher) dispatchAll(ctx context.Context) {
 // reports whether anything changed (a job sent, or a dead row dropped),
 // so that the caller tries again.
 func (d *Dispatcher) dispatchOne(ctx context.Context, a *Agent) (bool, error) {
-	now := d.cfg.Now()
-	var run store.Run
-	var job store.Job
-	var attempt int
-	claimed := false
-	var events []apiv1.Event
-	var waited time.Duration
-	var dropped bool
-	err := d.db.Tx(ctx, func(tx *store.Tx) error {
-		claimed, dropped, events = false, false, nil
-		entry, ok, err := d.claim(ctx, tx, a, now.Add(d.cfg.AckTimeout))
-		if err != nil || !ok {
-			return err
-		}
-		waited = now.Sub(entry.EnqueuedAt)
-		// The dispatch needs the job's spec, not its step rows.
-		job, err = tx.GetJobHead(ctx, entry.JobID)
-		if err != nil {
-			return err
-		}
-		if err := job.DecodeSpec(); err != nil {
-			return err
-		}
-		attempt = job.Attempt + 1
-		agentID := a.ID
-		changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{
-			ID: job.ID, From: runstate.JobFrom(store.JobDispatched), To: store.JobDispatched,
-			AgentID: &agentID, Attempt: &attempt, ResetSeq: true, // seqs start again with each dispatch
-		})
-		if err != nil {
-			return err
-		}
-		if !changed {
-			// The job ended (cancelled) while its row waited: drop the row.
-			dropped = true
-			_, err := tx.Dequeue(ctx, job.ID)
-			return err
-		}
-		run, err = d.runHead(ctx, tx, job.RunID)
-		if err != nil {
-			return err
-		}
-		claimed = true
-		events = append(events, apiv1.Event{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(store.JobDispatched)})
-		return nil
-	})
-	if err != nil || !claimed {
-		// A dropped row is progress: the agent may take the next job.
-		return dropped && err == nil, err
+	if !a.reserve() {
+		return false, nil
 	}
-	d.cfg.Observer.QueueWait(max(waited, 0))
-	d.publish(events)
-	a.take(job.ID)
+	var c claimed
+	err := d.db.Tx(ctx, func(tx *store.Tx) error {
+		var err error
+		c, err = d.claimTx(ctx, tx, a)
+		return err
+	})
+	if err != nil || !c.ok {
+		a.unreserve()
+		// A dropped row is progress: the agent may take the next job.
+		return c.dropped && err == nil, err
+	}
+	return d.sendClaimed(ctx, c)
+}
+
+// claimed is a job claimed for an agent in a transaction, to be sent once
+// the transaction commits (sendClaimed).
+type claimed struct {
+	ok      bool // a job was claimed
+	dropped bool // a dead row was dropped instead (the job had ended)
+	agent   *Agent
+	run     store.Run
+	job     store.Job
+	attempt int
+	waited  time.Duration
+	events  []apiv1.Event
+}
+
+// claimTx claims, in tx, the job a should run next (see claim) and marks
+// it dispatched to a. The caller holds a reservation of one of a's slots.
+func (d *Dispatcher) claimTx(ctx context.Context, tx *store.Tx, a *Agent) (claimed, error) {
+	now := d.cfg.Now()
+	c := claimed{agent: a}
+	entry, ok, err := d.claim(ctx, tx, a, now.Add(d.cfg.AckTimeout))
+	if err != nil || !ok {
+		return c, err
+	}
+	c.waited = now.Sub(entry.EnqueuedAt)
+	// The dispatch needs the job's spec, not its step rows.
+	job, err := tx.GetJobHead(ctx, entry.JobID)
+	if err != nil {
+		return c, err
+	}
+	if err := job.DecodeSpec(); err != nil {
+		return c, err
+	}
+	attempt := job.Attempt + 1
+	agentID := a.ID
+	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{
+		ID: job.ID, From: runstate.JobFrom(store.JobDispatched), To: store.JobDispatched,
+		AgentID: &agentID, Attempt: &attempt, ResetSeq: true, // seqs start again with each dispatch
+	})
+	if err != nil {
+		return c, err
+	}
+	if !changed {
+		// The job ended (cancelled) while its row waited: drop the row.
+		c.dropped = true
+		_, err := tx.Dequeue(ctx, job.ID)
+		return c, err
+	}
+	if c.run, err = d.runHead(ctx, tx, job.RunID); err != nil {
+		return c, err
+	}
+	c.ok, c.job, c.attempt = true, job, attempt
+	c.events = []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: string(store.JobDispatched)}}
+	return c, nil
+}
+
+// sendClaimed sends a committed claim's dispatch to its agent (the
+// reservation becomes the job). A dispatch that cannot be built fails the
+// job; one that cannot be sent goes back to the queue.
+func (d *Dispatcher) sendClaimed(ctx context.Context, c claimed) (bool, error) {
+	a, job, attempt := c.agent, c.job, c.attempt
+	d.cfg.Observer.QueueWait(max(c.waited, 0))
+	d.publish(c.events)
+	a.takeReserved(job.ID)
 	d.setAttempt(job.ID, attempt)
 	if s := d.scalerOf(); s != nil && a.Backend != "static" {
 		s.OnAgentBusy(a.ID)
 	}
-	msg, err := d.build.BuildDispatch(ctx, run, job, attempt)
+	msg, err := d.build.BuildDispatch(ctx, c.run, job, attempt)
 	var unrunnable *UnrunnableError
 	if errors.As(err, &unrunnable) {
 		a.release(job.ID)

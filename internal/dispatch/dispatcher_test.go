@@ -121,22 +121,14 @@ func newFixture(t *testing.T, db *store.DB) *fixture {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	f := &fixture{db: db, logs: &sink{}}
-	ref := &queuedRef{}
+	ref := &Ref{}
 	sched := scheduler.New(log, db, scheduler.Config{}, nil, ref)
 	f.disp = New(log, db, sched, plainBuilder{}, f.logs, Config{
 		AckTimeout: time.Minute, RecoveryWindow: time.Minute, QueueSweepInterval: time.Minute,
 		DefaultJobTimeout: time.Hour, HeartbeatInterval: time.Second,
 	})
-	ref.d = f.disp
+	ref.D = f.disp
 	return f
-}
-
-type queuedRef struct{ d *Dispatcher }
-
-func (q *queuedRef) JobsQueued() {
-	if q.d != nil {
-		q.d.JobsQueued()
-	}
 }
 
 // push creates a run of one job with labels [linux] and returns the job's id.

@@ -47,6 +47,7 @@ type Agent struct {
 	boundJob string          // the job a scaler spawned this agent for, until claimed
 	managed  bool            // spawned by a scaler: its compute is destroyed when it disconnects, so it never comes back
 	busy     map[string]bool // job ids this agent holds
+	reserved int             // slots held by claims not yet committed (see reserve)
 	done     bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
 	kicked   bool            // its connection is being closed for its token
 	draining bool            // an operator drained it: no new job (see Dispatcher.Drain)
@@ -81,7 +82,40 @@ func (a *Agent) free() int {
 	if a.done || a.draining {
 		return 0
 	}
-	return a.Capacity - len(a.busy)
+	return a.Capacity - len(a.busy) - a.reserved
+}
+
+// reserve holds one of the agent's free slots for a claim about to be
+// made, so that two claims (the dispatch loop's and one in a run's
+// creating transaction) never give the agent more jobs than it takes. It
+// reports false when no slot is free. A reservation ends with takeReserved
+// (the claim committed) or unreserve (it did not).
+func (a *Agent) reserve() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done || a.draining || a.Capacity-len(a.busy)-a.reserved <= 0 {
+		return false
+	}
+	a.reserved++
+	return true
+}
+
+func (a *Agent) unreserve() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.reserved > 0 {
+		a.reserved--
+	}
+}
+
+// takeReserved turns a reservation into the job it claimed.
+func (a *Agent) takeReserved(jobID string) {
+	a.mu.Lock()
+	if a.reserved > 0 {
+		a.reserved--
+	}
+	a.mu.Unlock()
+	a.take(jobID)
 }
 
 func (a *Agent) setDraining(on bool) {

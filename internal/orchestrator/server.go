@@ -136,7 +136,7 @@ func (s *Server) build(ctx context.Context) error {
 		limit = DefaultAuthFailureLimit
 	}
 	limiter := auth.NewFailureLimiter(auth.FailureLimiterConfig{MaxFailures: limit, Window: time.Minute})
-	disp := &dispatcherRef{}
+	disp := &dispatch.Ref{}
 	s.metrics = metrics.New()
 	s.metrics.WatchQueue(func(ctx context.Context) ([]metrics.QueueRow, error) {
 		rows, err := s.db.ListQueue(ctx)
@@ -161,7 +161,7 @@ func (s *Server) build(ctx context.Context) error {
 		HeartbeatInterval:  s.cfg.HeartbeatInterval(),
 		Observer:           s.metrics,
 	})
-	disp.d = s.disp
+	disp.D = s.disp
 	if err := s.disp.LoadDrains(ctx); err != nil {
 		return err
 	}
@@ -485,15 +485,6 @@ func (s *Server) otherInstances(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// dispatcherRef lets the scheduler wake a dispatcher built after it.
-type dispatcherRef struct{ d *dispatch.Dispatcher }
-
-func (r *dispatcherRef) JobsQueued() {
-	if r.d != nil {
-		r.d.JobsQueued()
-	}
 }
 
 // hubPublisher sends status events to the live event hub, counts the

@@ -43,6 +43,18 @@ type Publisher interface {
 // Queuer is told when jobs were queued, so agents can be matched at once.
 type Queuer interface {
 	JobsQueued()
+	// ClaimTx claims, in tx, up to max queued jobs for free agents, in
+	// the transaction that queued them (a run's creation); the claims are
+	// sent after the commit (Claims.Send) or released if it fails
+	// (Claims.Abort).
+	ClaimTx(ctx context.Context, tx *store.Tx, max int) (Claims, error)
+}
+
+// Claims are jobs claimed in a transaction, to be sent to their agents
+// once it committed.
+type Claims interface {
+	Send(ctx context.Context)
+	Abort()
 }
 
 // Scheduler creates and advances runs.
@@ -216,10 +228,21 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 		}
 		nr.Jobs = append(nr.Jobs, nj)
 	}
+	queued := 0
+	for _, nj := range nr.Jobs {
+		if nj.Enqueue {
+			queued++
+		}
+	}
 	var run store.Run
 	var events []apiv1.Event
+	var claims Claims
 	err = s.db.Tx(ctx, func(tx *store.Tx) error {
 		events = events[:0]
+		if claims != nil { // an earlier attempt of this transaction
+			claims.Abort()
+			claims = nil
+		}
 		var err error
 		if !in.ScheduleTick.IsZero() {
 			ok, err := tx.ClaimScheduleTick(ctx, store.ScheduleFire{Source: in.Source, Workflow: in.Workflow.Name,
@@ -253,14 +276,26 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 				return err
 			}
 		}
-		events, err = s.advance(ctx, tx, run.ID)
+		if events, err = s.advance(ctx, tx, run.ID); err != nil {
+			return err
+		}
+		// The root jobs leave with this transaction when agents are free.
+		if s.queue != nil && queued > 0 {
+			claims, err = s.queue.ClaimTx(ctx, tx, queued)
+		}
 		return err
 	})
 	if err != nil {
+		if claims != nil {
+			claims.Abort()
+		}
 		return store.Run{}, fmt.Errorf("create run of workflow %q: %w", in.Workflow.Name, err)
 	}
 	s.log.Info("run created", "run_id", run.ID, "workflow", run.Workflow, "source", run.Source, "jobs", len(run.Jobs), "status", run.Status)
 	s.publish(append([]apiv1.Event{{Kind: "run", RunID: run.ID, Status: string(run.Status), Error: run.Error}}, events...))
+	if claims != nil {
+		claims.Send(ctx)
+	}
 	if s.queue != nil {
 		s.queue.JobsQueued()
 	}
