@@ -357,6 +357,51 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 			}
 		}
 	}()
+	// One goroutine reads; this one applies what has arrived meanwhile in
+	// one batch (one transaction), so a burst of messages costs one
+	// commit, and a slow commit does not stall reading.
+	msgs := make(chan protocol.Message, dispatch.MaxBatch)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		defer close(msgs)
+		h.readMessages(ctx, c, log, interval, msgs)
+	}()
+	defer func() {
+		c.Close(int(websocket.StatusNormalClosure), "") // stops the reader if it still reads
+		for range msgs {
+		}
+		<-readDone
+	}()
+	batch := make([]protocol.Message, 0, dispatch.MaxBatch)
+	for {
+		m, ok := <-msgs
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], m)
+	more:
+		for len(batch) < dispatch.MaxBatch {
+			select {
+			case m, ok := <-msgs:
+				if !ok {
+					break more // apply what came, then the loop ends
+				}
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		if !h.applyBatch(ctx, c, a, log, batch) {
+			return
+		}
+	}
+}
+
+// readMessages reads the connection's messages after registration and
+// passes on the job-scoped ones, until the connection fails or sends
+// something it must not (which closes it).
+func (h *Handler) readMessages(ctx context.Context, c *conn, log *slog.Logger, interval time.Duration, out chan<- protocol.Message) {
 	for {
 		readCtx, cancel := context.WithTimeout(ctx, 2*interval)
 		_, data, err := c.ws.Read(readCtx)
@@ -384,45 +429,50 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 			c.Close(protocol.CloseUnexpectedMessage, "unexpected "+m.Type()+" after registration")
 			return
 		}
-		var seq uint64
-		var foreign error
-		err = retry(ctx, applyRetryDelays, func() error {
-			var err error
-			seq, err = h.disp.Apply(ctx, a, m)
-			if errors.Is(err, dispatch.ErrNotOwner) {
-				foreign, err = err, nil // final: retrying cannot change whose job it is
-			}
-			if err != nil {
-				log.Warn("apply agent message failed; retrying", "type", m.Type(), "error", err)
-			}
-			return err
-		})
-		if err != nil {
-			// Still not applied, and not acknowledged. The agent replays
-			// what was not acknowledged when it reconnects, so close the
-			// connection rather than leave the job stalled behind a lost
-			// message. (A scaler agent's compute goes with its connection,
-			// which is why a passing database fault is retried first.)
-			log.Error("apply agent message failed; closing so the agent replays", "type", m.Type(), "error", err)
-			c.Close(int(websocket.StatusInternalError), "message not applied; reconnect and replay")
+		select {
+		case out <- m:
+		case <-ctx.Done():
 			return
 		}
-		if foreign != nil {
-			// Dropped and not acknowledged: an agent speaking for a job
-			// that is not its own gets nothing applied.
-			log.Warn("agent message for a job not dispatched to it dropped", "type", m.Type(), "error", foreign)
-			if err := c.Send(ctx, &protocol.Error{Code: protocol.ErrorNotOwner, Message: foreign.Error()}); err != nil {
-				return
-			}
-			continue
+	}
+}
+
+// applyBatch applies a batch of an agent's messages and acknowledges
+// them; false means the connection is done.
+func (h *Handler) applyBatch(ctx context.Context, c *conn, a *dispatch.Agent, log *slog.Logger, batch []protocol.Message) bool {
+	var res dispatch.BatchResult
+	err := retry(ctx, applyRetryDelays, func() error {
+		var err error
+		res, err = h.disp.ApplyBatch(ctx, a, batch)
+		if err != nil {
+			log.Warn("apply agent messages failed; retrying", "messages", len(batch), "first", batch[0].Type(), "error", err)
 		}
-		if seq > 0 {
-			jobID, _ := m.(protocol.JobScoped).JobSeq()
-			if err := c.Send(ctx, &protocol.JobAckSeq{JobID: jobID, Seq: seq}); err != nil {
-				return
-			}
+		return err
+	})
+	if err != nil {
+		// Still not applied, and not acknowledged. The agent replays
+		// what was not acknowledged when it reconnects, so close the
+		// connection rather than leave the job stalled behind a lost
+		// message. (A scaler agent's compute goes with its connection,
+		// which is why a passing database fault is retried first.)
+		log.Error("apply agent messages failed; closing so the agent replays", "messages", len(batch), "first", batch[0].Type(), "error", err)
+		c.Close(int(websocket.StatusInternalError), "message not applied; reconnect and replay")
+		return false
+	}
+	for _, foreign := range res.Foreign {
+		// Dropped and not acknowledged: an agent speaking for a job
+		// that is not its own gets nothing applied.
+		log.Warn("agent message for a job not dispatched to it dropped", "error", foreign)
+		if err := c.Send(ctx, &protocol.Error{Code: protocol.ErrorNotOwner, Message: foreign.Error()}); err != nil {
+			return false
 		}
 	}
+	for _, ack := range res.Acks {
+		if err := c.Send(ctx, &protocol.JobAckSeq{JobID: ack.JobID, Seq: ack.Seq}); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (h *Handler) readRegister(ctx context.Context, c *conn) (*protocol.Register, error) {
