@@ -173,6 +173,9 @@ func (res result) text() string {
 	switch {
 	case res.Skipped != "":
 		return "not run: " + res.Skipped
+	case res.P50 != nil && res.P99 == nil:
+		// A published median (the anchors): given as published.
+		return fmt.Sprintf("p50 %g %s", *res.P50, res.Unit)
 	case res.P50 != nil:
 		s := fmt.Sprintf("p50 %s, p99 %s", num(*res.P50), num(*res.P99))
 		if res.Max != nil {

@@ -154,6 +154,7 @@ func (s *Server) genericWebhook(w http.ResponseWriter, r *http.Request) {
 // large, no webhook secret, bad signature) the row, the audit entry of a
 // 401 and the warning logged are sampled by s.rejects.
 func (s *Server) webhook(w http.ResponseWriter, r *http.Request, provider, idHeader, kind string) {
+	s.cfg.Metrics.WebhookReceived(provider, kind)
 	name := r.PathValue("source")
 	ctx := r.Context()
 	deliveryID := r.Header.Get(idHeader)
@@ -166,7 +167,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request, provider, idHea
 	var bodyBytes int64
 	var body []byte
 	recordOutcome := func(o deliveryOutcome) {
-		s.countDelivery(o.verdict)
+		s.cfg.Metrics.Delivery(o.verdict, len(o.runIDs))
 		_, err := s.db.RecordWebhookEvent(context.WithoutCancel(ctx), store.WebhookEvent{Source: name, DeliveryID: deliveryID, Kind: kind,
 			Verdict: o.verdict, Detail: o.detail, Error: o.errText, RunIDs: o.runIDs, ClientAddr: client, UserAgent: r.UserAgent(),
 			BodyBytes: bodyBytes, Provider: provider, Body: body})
@@ -345,7 +346,5 @@ func (s *Server) lookupWebhookSource(ctx context.Context, name string) (store.So
 
 // countDelivery counts a delivery in the verdict metric.
 func (s *Server) countDelivery(verdict string) {
-	if s.cfg.Metrics != nil {
-		s.cfg.Metrics.WebhookDeliveries.WithLabelValues(verdict).Inc()
-	}
+	s.cfg.Metrics.Delivery(verdict, 0)
 }

@@ -47,6 +47,8 @@ type Observer interface {
 	TimeToStart(d time.Duration)
 	// JobDuration is a started job's time from running to its end.
 	JobDuration(status string, d time.Duration)
+	// LogChunkReceived is a log chunk received from its job's agent.
+	LogChunkReceived()
 }
 
 type noObserver struct{}
@@ -54,6 +56,7 @@ type noObserver struct{}
 func (noObserver) QueueWait(time.Duration)           {}
 func (noObserver) TimeToStart(time.Duration)         {}
 func (noObserver) JobDuration(string, time.Duration) {}
+func (noObserver) LogChunkReceived()                 {}
 
 // DispatchBuilder fills in what a dispatch carries beyond the job itself:
 // where the code comes from, run metadata, the job token, secrets. An

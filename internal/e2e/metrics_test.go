@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,10 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
 )
 
 // documentedMetrics returns the metric names of docs/metrics.md's table,
-// each with whether it only appears with a scaler configured.
+// each with whether it only appears with a scaler configured or after a
+// scheduled job's failure (so not after a plain run).
 func documentedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	text, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
@@ -27,7 +31,11 @@ func documentedMetrics(t *testing.T) map[string]bool {
 			continue
 		}
 		cells := strings.Split(m[2], "|")
-		out[m[1]] = len(cells) > 2 && strings.TrimSpace(cells[2]) == "scaler"
+		when := ""
+		if len(cells) > 2 {
+			when = strings.TrimSpace(cells[2])
+		}
+		out[m[1]] = when == "scaler" || when == "after a failure"
 	}
 	if len(out) == 0 {
 		t.Fatal("docs/metrics.md lists no kici_ metric")
@@ -127,6 +135,85 @@ jobs:
 		}
 		if v := o.metric(t, "kici_orch_log_bytes_stored_total"); v <= 0 {
 			t.Errorf("kici_orch_log_bytes_stored_total = %v after a job that logged, want > 0", v)
+		}
+	})
+}
+
+// TestReferenceMetricNames: after real events on a real orchestrator (a
+// signed GitHub push that runs a two-step job to success, the same
+// delivery again, a ping, and the log chunks of the job) /metrics carries
+// the reference orchestrator's series with its label values and the
+// counts of those events, beside kici's own names.
+func TestReferenceMetricNames(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, dbURL string) {
+		o := startOrchestrator(t, dbURL)
+		dir := o.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {branches: [main]}}
+jobs:
+  build:
+    runs-on: [linux]
+    steps:
+      - run: echo first
+      - run: echo second
+`})
+		const hook = "reference-metrics-hook"
+		o.api(t, "POST", "/api/v1/sources", apiv1.Source{Name: "hooked", Kind: "local", Path: dir, WebhookSecret: hook}, nil, http.StatusCreated)
+		startAgent(t, o, "", "agent-ref", []string{"linux"})
+		sha := gitIn(t, dir, "rev-parse", "HEAD")
+		push := fmt.Appendf(nil, `{"ref": "refs/heads/main", "before": %q, "after": %q,
+  "repository": {"full_name": "octo-org/hello", "default_branch": "main"},
+  "pusher": {"name": "mona"}, "sender": {"login": "mona"}, "commits": []}`, sha, sha)
+		tr := o.postGitHub(t, "hooked", hook, "push", "ref-metrics-1", push)
+		if len(tr.Runs) != 1 {
+			t.Fatalf("push started %d runs, want 1", len(tr.Runs))
+		}
+		r := o.waitRun(t, tr.Runs[0].ID, 60*time.Second, "run to end", ended)
+		if r.Status != "success" {
+			t.Fatalf("run status: got %s (%s), want success", r.Status, r.Error)
+		}
+		if dup := o.postGitHub(t, "hooked", hook, "push", "ref-metrics-1", push); len(dup.Runs) != 0 {
+			t.Fatalf("redelivered push started %d runs, want 0 (a duplicate)", len(dup.Runs))
+		}
+		o.postGitHub(t, "hooked", hook, "ping", "ref-metrics-2", []byte(`{"zen": "Keep it logically awesome."}`))
+
+		// The run's status is read from the database; its counters are
+		// published right after the commit, so wait for them.
+		waitFor(t, 10*time.Second, "the run counted", func() bool {
+			return o.hasMetric(t, `kici_orch_executions_total{status="success"} 1`)
+		})
+		// The delivery id purge runs once at start, in the background.
+		waitFor(t, 10*time.Second, "the cleanup tick counted", func() bool {
+			return o.hasMetric(t, `kici_orch_job_runs_total{job="cleanup",result="success"} 1`)
+		})
+		for _, want := range []string{
+			`kici_orch_executions_total{status="failed"} 0`,
+			`kici_orch_executions_total{status="cancelled"} 0`,
+			`kici_orch_runs_finished_total{status="success"} 1`,
+			`kici_orch_steps_total{status="success"} 2`,
+			`kici_orch_steps_total{status="failed"} 0`,
+			`kici_orch_agents_active 1`,
+			`kici_orch_agents_connected{backend="static"} 1`,
+			`kici_orch_webhooks_received_total{event="push",source="github-direct"} 2`,
+			`kici_orch_webhooks_received_total{event="ping",source="github-direct"} 1`,
+			`kici_orch_webhooks_processed_total{result="matched"} 1`,
+			`kici_orch_webhooks_processed_total{result="skipped"} 1`,
+			`kici_orch_webhooks_processed_total{result="error"} 0`,
+			`kici_orch_dedup_hits_total 1`,
+			`kici_orch_webhook_deliveries_total{verdict="duplicate"} 1`,
+			`kici_orch_job_runs_total{job="cleanup",result="failure"} 0`,
+			`kici_orch_job_consecutive_failures{job="cleanup"} 0`,
+		} {
+			if !o.hasMetric(t, want) {
+				t.Errorf("/metrics lacks the sample %q", want)
+			}
+		}
+		// Every chunk the agent sent was stored once: received equals
+		// stored, and the job logged.
+		received := o.metric(t, "kici_orch_log_chunks_received_total")
+		stored := o.metric(t, "kici_orch_log_chunks_stored_total")
+		if received < 1 || received != stored {
+			t.Errorf("log chunks: got %v received and %v stored, want the same count, at least 1", received, stored)
 		}
 	})
 }

@@ -118,17 +118,25 @@ func (r *Registry) WatchScalers(usage func() []ScalerUsage) {
 }
 
 // agentCollector reports the connected agents by backend at scrape time.
+// The total is also reported under the reference name
+// kici_orch_agents_active.
 type agentCollector struct {
-	count func() map[string]int
-	desc  *prometheus.Desc
+	count        func() map[string]int
+	desc, active *prometheus.Desc
 }
 
-func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.desc
+	ch <- c.active
+}
 
 func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
+	total := 0
 	for backend, n := range c.count() {
+		total += n
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), backend)
 	}
+	ch <- prometheus.MustNewConstMetric(c.active, prometheus.GaugeValue, float64(total))
 }
 
 // WatchAgents registers the connected-agents gauge; count returns the
@@ -136,8 +144,9 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 // hand, else the scaler backend type).
 func (r *Registry) WatchAgents(count func() map[string]int) {
 	r.reg.MustRegister(&agentCollector{
-		count: count,
-		desc:  prometheus.NewDesc("kici_orch_agents_connected", "Agents connected to the orchestrator, by backend (static, or the scaler backend type).", []string{"backend"}, nil),
+		count:  count,
+		desc:   prometheus.NewDesc("kici_orch_agents_connected", "Agents connected to the orchestrator, by backend (static, or the scaler backend type).", []string{"backend"}, nil),
+		active: prometheus.NewDesc("kici_orch_agents_active", "Agents connected to the orchestrator (all backends).", nil, nil),
 	})
 }
 

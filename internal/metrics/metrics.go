@@ -2,9 +2,10 @@
 // Registry is built once in main (or a test) and handed to the components
 // that record into it; nothing here is global.
 //
-// Today it carries the Go runtime and process collectors and the queue
-// and run counters; the full set (docs/metrics.md) grows with the
-// observability work. A *Registry is safe for concurrent use.
+// It carries the Go runtime and process collectors, kici's own metrics,
+// and the same events again under the reference orchestrator's names
+// (reference.go), all listed in docs/metrics.md. A *Registry is safe for
+// concurrent use.
 package metrics
 
 import (
@@ -52,6 +53,8 @@ type Registry struct {
 	// JobDurationSeconds observes seconds from a job's start to its end,
 	// by final status.
 	JobDurationSeconds *prometheus.HistogramVec
+	// ref holds the metrics under the reference orchestrator's names.
+	ref *reference
 }
 
 // New returns a registry with kici's collectors and the Go runtime and
@@ -105,6 +108,8 @@ func New() *Registry {
 			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 		}, []string{"status"}),
 	}
+	r.ref = newReference(r)
+	r.reg.MustRegister(r.ref.collectors()...)
 	for _, kind := range []string{"runs", "audit_entries", "webhook_events"} {
 		r.RetentionDeleted.WithLabelValues(kind) // exposed at 0 from the start, so a rate() sees the first deletion
 	}

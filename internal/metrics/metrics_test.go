@@ -309,30 +309,125 @@ func TestRecordingMethods(t *testing.T) {
 			},
 		},
 		{
-			name: "run and job counters by status",
+			name: "runs, jobs and steps by status, under kici's names and the reference's, from 0",
 			record: func(r *metrics.Registry) {
-				r.RunsFinished.WithLabelValues("success").Inc()
-				r.RunsFinished.WithLabelValues("success").Inc()
-				r.RunsFinished.WithLabelValues("cancelled").Inc()
-				r.JobsFinished.WithLabelValues("skipped").Add(3)
+				r.RunEnded("success")
+				r.RunEnded("success")
+				r.RunEnded("failure")
+				r.JobEnded("skipped")
+				r.JobEnded("skipped")
+				r.JobEnded("failure")
+				r.StepEnded("success")
+				r.StepEnded("failure")
+				r.StepEnded("cancelled")
 			},
-			families: []string{"kici_orch_runs_finished_total", "kici_orch_jobs_finished_total"},
+			families: []string{"kici_orch_runs_finished_total", "kici_orch_executions_total", "kici_orch_jobs_finished_total", "kici_orch_steps_total"},
 			want: map[string]float64{
 				`kici_orch_runs_finished_total{status="success"}`:   2,
-				`kici_orch_runs_finished_total{status="cancelled"}`: 1,
-				`kici_orch_jobs_finished_total{status="skipped"}`:   3,
+				`kici_orch_runs_finished_total{status="failure"}`:   1,
+				`kici_orch_runs_finished_total{status="cancelled"}`: 0,
+				`kici_orch_executions_total{status="success"}`:      2,
+				`kici_orch_executions_total{status="failed"}`:       1,
+				`kici_orch_executions_total{status="cancelled"}`:    0,
+				`kici_orch_jobs_finished_total{status="success"}`:   0,
+				`kici_orch_jobs_finished_total{status="failure"}`:   1,
+				`kici_orch_jobs_finished_total{status="cancelled"}`: 0,
+				`kici_orch_jobs_finished_total{status="skipped"}`:   2,
+				`kici_orch_steps_total{status="success"}`:           1,
+				`kici_orch_steps_total{status="failed"}`:            1,
+				`kici_orch_steps_total{status="skipped"}`:           0,
+				`kici_orch_steps_total{status="cancelled"}`:         1,
 			},
 		},
 		{
-			name: "webhook deliveries by verdict",
+			name: "webhook deliveries by verdict, processed result and dedup hits",
 			record: func(r *metrics.Registry) {
-				r.WebhookDeliveries.WithLabelValues("processed").Inc()
-				r.WebhookDeliveries.WithLabelValues("rejected_signature").Inc()
+				r.Delivery("processed", 2)
+				r.Delivery("processed", 0)
+				r.Delivery("ignored", 0)
+				r.Delivery("invalid_workflow", 1)
+				r.Delivery("failed", 0)
+				r.Delivery("duplicate", 0)
+				r.Delivery("rejected_signature", 0)
+				r.Delivery("invalid_payload", 0)
+			},
+			families: []string{"kici_orch_webhooks_processed_total", "kici_orch_dedup_hits_total"},
+			want: map[string]float64{
+				`kici_orch_webhooks_processed_total{result="matched"}`: 1,
+				`kici_orch_webhooks_processed_total{result="skipped"}`: 2,
+				`kici_orch_webhooks_processed_total{result="error"}`:   2,
+				`kici_orch_dedup_hits_total`:                           1,
+				// kici's own counter, listed whole below.
+			},
+		},
+		{
+			name: "webhook deliveries by verdict start at 0",
+			record: func(r *metrics.Registry) {
+				r.Delivery("processed", 1)
+				r.Delivery("rejected_signature", 0)
 			},
 			families: []string{"kici_orch_webhook_deliveries_total"},
 			want: map[string]float64{
-				`kici_orch_webhook_deliveries_total{verdict="processed"}`:          1,
-				`kici_orch_webhook_deliveries_total{verdict="rejected_signature"}`: 1,
+				`kici_orch_webhook_deliveries_total{verdict="processed"}`:               1,
+				`kici_orch_webhook_deliveries_total{verdict="duplicate"}`:               0,
+				`kici_orch_webhook_deliveries_total{verdict="ignored"}`:                 0,
+				`kici_orch_webhook_deliveries_total{verdict="rejected_signature"}`:      1,
+				`kici_orch_webhook_deliveries_total{verdict="rejected_misconfigured"}`:  0,
+				`kici_orch_webhook_deliveries_total{verdict="rejected_unknown_source"}`: 0,
+				`kici_orch_webhook_deliveries_total{verdict="rejected_too_large"}`:      0,
+				`kici_orch_webhook_deliveries_total{verdict="rejected_delivery_id"}`:    0,
+				`kici_orch_webhook_deliveries_total{verdict="invalid_payload"}`:         0,
+				`kici_orch_webhook_deliveries_total{verdict="invalid_workflow"}`:        0,
+				`kici_orch_webhook_deliveries_total{verdict="failed"}`:                  0,
+			},
+		},
+		{
+			name: "webhooks received by reference source and a bounded event",
+			record: func(r *metrics.Registry) {
+				r.WebhookReceived("github", "push")
+				r.WebhookReceived("github-form", "push")
+				r.WebhookReceived("github", "pull_request")
+				r.WebhookReceived("github", "made-up-by-a-stranger")
+				r.WebhookReceived("github", "")
+				r.WebhookReceived("generic", "push")
+			},
+			families: []string{"kici_orch_webhooks_received_total"},
+			want: map[string]float64{
+				`kici_orch_webhooks_received_total{event="push",source="github-direct"}`:         2,
+				`kici_orch_webhooks_received_total{event="pull_request",source="github-direct"}`: 1,
+				`kici_orch_webhooks_received_total{event="other",source="github-direct"}`:        2,
+				`kici_orch_webhooks_received_total{event="push",source="generic"}`:               1,
+			},
+		},
+		{
+			name: "log chunks received",
+			record: func(r *metrics.Registry) {
+				r.LogChunkReceived()
+				r.LogChunkReceived()
+			},
+			families: []string{"kici_orch_log_chunks_received_total"},
+			want:     map[string]float64{`kici_orch_log_chunks_received_total`: 2},
+		},
+		{
+			name: "scheduled job ticks: runs, last success and failure, consecutive failures reset by a success",
+			record: func(r *metrics.Registry) {
+				r.JobRan(metrics.JobCleanup, time.Unix(100, 0), errors.New("database is locked"))
+				r.JobRan(metrics.JobCleanup, time.Unix(200, 0), errors.New("database is locked"))
+				r.JobRan(metrics.JobRetention, time.Unix(250, 0), errors.New("disk full"))
+				r.JobRan(metrics.JobRetention, time.Unix(300, 0), nil)
+			},
+			families: []string{"kici_orch_job_runs_total", "kici_orch_job_last_success_timestamp_seconds",
+				"kici_orch_job_last_failure_timestamp_seconds", "kici_orch_job_consecutive_failures"},
+			want: map[string]float64{
+				`kici_orch_job_runs_total{job="cleanup",result="success"}`:      0,
+				`kici_orch_job_runs_total{job="cleanup",result="failure"}`:      2,
+				`kici_orch_job_runs_total{job="retention",result="success"}`:    1,
+				`kici_orch_job_runs_total{job="retention",result="failure"}`:    1,
+				`kici_orch_job_last_success_timestamp_seconds{job="retention"}`: 300,
+				`kici_orch_job_last_failure_timestamp_seconds{job="cleanup"}`:   200,
+				`kici_orch_job_last_failure_timestamp_seconds{job="retention"}`: 250,
+				`kici_orch_job_consecutive_failures{job="cleanup"}`:             2,
+				`kici_orch_job_consecutive_failures{job="retention"}`:           0,
 			},
 		},
 		{
@@ -668,6 +763,8 @@ func TestQueueListerError(t *testing.T) {
 				`kici_orch_dispatch_queue_depth{status="dispatched"}`:    0,
 				`kici_orch_dispatch_queue_depth_by_label{label="linux"}`: 1,
 				`kici_orch_runs_finished_total{status="success"}`:        1,
+				`kici_orch_runs_finished_total{status="failure"}`:        0,
+				`kici_orch_runs_finished_total{status="cancelled"}`:      0,
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("scrape after recovery: got differs from want (-want +got):\n%s", diff)
@@ -758,9 +855,14 @@ func fullRegistry() *metrics.Registry {
 	r.QueueWait(time.Second)
 	r.TimeToStart(time.Second)
 	r.JobDuration("success", time.Second)
-	r.RunsFinished.WithLabelValues("failure").Inc()
-	r.JobsFinished.WithLabelValues("cancelled").Inc()
-	r.WebhookDeliveries.WithLabelValues("duplicate").Inc()
+	r.RunEnded("failure")
+	r.JobEnded("cancelled")
+	r.StepEnded("success")
+	r.Delivery("duplicate", 0)
+	r.WebhookReceived("github", "push")
+	r.LogChunkReceived()
+	r.JobRan(metrics.JobCleanup, time.Unix(1, 0), nil)
+	r.JobRan(metrics.JobCleanup, time.Unix(2, 0), errors.New("failed"))
 	r.RetentionDeleted.WithLabelValues("audit_entries").Inc()
 	r.ScalerSpawnFailures.WithLabelValues("bare-metal", "false").Inc()
 	r.ScalerSpawnRefusals.WithLabelValues("pool", "scaler").Inc()
@@ -852,13 +954,16 @@ func TestAlwaysEmittedLabelValues(t *testing.T) {
 			tests = append(tests, d)
 		}
 	}
-	// The doc marks these two today; a row losing its note should fail
+	// The doc marks these today; a row losing its note should fail
 	// here rather than make the test vacuous.
 	var names []string
 	for _, d := range tests {
 		names = append(names, d.name)
 	}
-	if diff := cmp.Diff([]string{"kici_orch_dispatch_queue_depth", "kici_orch_retention_deleted_total"}, names); diff != "" {
+	wantNames := []string{"kici_orch_runs_finished_total", "kici_orch_executions_total", "kici_orch_jobs_finished_total",
+		"kici_orch_steps_total", "kici_orch_dispatch_queue_depth", "kici_orch_webhook_deliveries_total",
+		"kici_orch_webhooks_processed_total", "kici_orch_retention_deleted_total"}
+	if diff := cmp.Diff(wantNames, names); diff != "" {
 		t.Errorf("doc rows with always-emitted values: got %v (-want +got):\n%s", names, diff)
 	}
 	for _, d := range tests {

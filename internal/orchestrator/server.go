@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -326,7 +327,11 @@ func (s *Server) purgeDeliveries(ctx context.Context) {
 	t := time.NewTicker(time.Hour)
 	defer t.Stop()
 	for {
-		if n, err := s.db.PurgeExpiredDeliveries(ctx, time.Now()); err != nil && ctx.Err() == nil {
+		n, err := s.db.PurgeExpiredDeliveries(ctx, time.Now())
+		if ctx.Err() == nil {
+			s.metrics.JobRan(metrics.JobCleanup, time.Now(), err)
+		}
+		if err != nil && ctx.Err() == nil {
 			s.log.Error("purge expired deliveries failed", "error", err)
 		} else if n > 0 {
 			s.log.Info("expired deliveries purged", "count", n)
@@ -373,6 +378,12 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 			s.metrics.RetentionDeleted.WithLabelValues(kind).Add(float64(n))
 		}
 	}
+	var failed error // the tick's first failure, for kici_orch_job_runs_total
+	defer func() {
+		if ctx.Err() == nil {
+			s.metrics.JobRan(metrics.JobRetention, time.Now(), failed)
+		}
+	}()
 	if keep := s.cfg.RunRetention; keep > 0 {
 		total := 0
 		for ctx.Err() == nil {
@@ -380,6 +391,7 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Error("retention: delete finished runs failed", "error", err)
+					failed = cmp.Or(failed, err)
 				}
 				break
 			}
@@ -413,6 +425,7 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Error("retention: delete failed", "kind", r.kind, "error", err)
+				failed = cmp.Or(failed, err)
 			}
 			continue
 		}
@@ -502,9 +515,11 @@ func (p hubPublisher) Publish(ev apiv1.Event) {
 	}
 	switch {
 	case ev.Kind == "run" && runstate.RunTerminal(store.RunStatus(ev.Status)):
-		p.metrics.RunsFinished.WithLabelValues(ev.Status).Inc()
+		p.metrics.RunEnded(ev.Status)
 	case ev.Kind == "job" && runstate.JobTerminal(store.JobStatus(ev.Status)):
-		p.metrics.JobsFinished.WithLabelValues(ev.Status).Inc()
+		p.metrics.JobEnded(ev.Status)
+	case ev.Kind == "step" && runstate.StepTerminal(store.StepStatus(ev.Status)):
+		p.metrics.StepEnded(ev.Status)
 	}
 	data, err := json.Marshal(ev)
 	if err != nil {
