@@ -43,6 +43,8 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("outcome %q: want allowed, denied or failed", f.Outcome))
 		return
 	}
+	// Entries recorded before this request are listed: write the queue.
+	s.cfg.Audit.Flush(r.Context())
 	rows, err := s.db.ListAudit(r.Context(), f)
 	if err != nil {
 		s.storeError(w, "list audit log", err)

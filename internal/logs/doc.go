@@ -21,12 +21,29 @@
 // the job's steps, is a replay and is skipped. The last position of each
 // job is kept in memory and, after a restart, recovered from the tails of
 // the job's files the first time the job is appended to. A chunk is written
-// with one write call and fsynced before Append returns; a write or sync
-// that fails is undone by truncating the file back to its previous size, so
-// a file never holds half a record. A file is therefore a sequence of whole
+// with one write call; a write or sync that fails is undone by truncating
+// the file back to its previous size, so a file never holds half a record. A file is therefore a sequence of whole
 // lines, and a byte offset at a line start is a stable cursor:
 // [Store.Read] returns the whole lines after a cursor and the cursor to read
 // from next.
+//
+// # Durability
+//
+// The promise: when Append returns true, the chunk survives a crash of the
+// process or of the machine. Its bytes are on stable storage (fdatasync of
+// the file: the data and the size, not the timestamps), and so is every
+// directory entry on the way to the file. The orchestrator acknowledges a
+// chunk to the agent (job.ack_seq) only after Append returned, so a chunk
+// the agent was told to forget is on disk; one not acknowledged is replayed
+// by the agent and skipped if it was stored after all.
+//
+// The syncs it costs: one fdatasync per chunk; one directory sync per new
+// step file (its job directory); one per job (the run directory, for the
+// job directory's entry), the first time this process writes to the job;
+// and one per run (the root, for the run directory's entry), the first time
+// this process writes to the run. All come after the write, so a journaling
+// file system commits them together. [Store.Prepare] does the job's and the
+// run's directory syncs ahead of the first chunk.
 //
 // One Store must own its root directory: two stores (or two processes)
 // appending under the same root would each believe their own last seq.

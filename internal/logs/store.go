@@ -159,9 +159,16 @@ type Store struct {
 	chunksStored  atomic.Int64
 	chunksSkipped atomic.Int64
 
+	// syncedRuns holds the runs whose directory entry in the root this
+	// Store has synced (at most maxSyncedRuns), under mu.
+	syncedRuns map[string]struct{}
+
 	// write writes a chunk's buffer; tests replace it to simulate a full
-	// disk.
-	write func(f *os.File, b []byte) (int, error)
+	// disk. syncFile syncs a log file's data (fdatasync) and syncDir a
+	// directory (fsync); tests wrap them to count the syncs.
+	write    func(f *os.File, b []byte) (int, error)
+	syncFile func(f *os.File) error
+	syncDir  func(dir string) error
 }
 
 // New builds a Store, creating cfg.Dir if needed.
@@ -180,11 +187,14 @@ func New(logger *slog.Logger, cfg Config) (*Store, error) {
 		buf = 256
 	}
 	return &Store{
-		log:   logger.With("component", "logs"),
-		dir:   cfg.Dir,
-		hub:   newHub(buf),
-		jobs:  map[jobKey]*jobState{},
-		write: (*os.File).Write,
+		log:        logger.With("component", "logs"),
+		dir:        cfg.Dir,
+		hub:        newHub(buf),
+		jobs:       map[jobKey]*jobState{},
+		syncedRuns: map[string]struct{}{},
+		write:      (*os.File).Write,
+		syncFile:   fdatasync,
+		syncDir:    syncDir,
 	}, nil
 }
 
@@ -256,8 +266,14 @@ func (s *Store) RemoveRun(ctx context.Context, runID string) error {
 		js.removed = true
 		delete(s.jobs, js.key)
 	}
+	delete(s.syncedRuns, runID)
 	s.mu.Unlock()
 	err := os.RemoveAll(filepath.Join(s.dir, runID))
+	// Once more: an append that recreated the directory meanwhile may have
+	// marked it; forgetting costs a sync at most.
+	s.mu.Lock()
+	delete(s.syncedRuns, runID)
+	s.mu.Unlock()
 	for _, js := range held {
 		js.mu.Unlock()
 	}

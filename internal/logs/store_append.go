@@ -46,8 +46,13 @@ type jobState struct {
 	loaded bool
 	// last is the position of the last chunk stored (or skipped as empty).
 	last position
-	// dirReady is set once the job's directory exists and is synced.
+	// dirReady is set once the job's directory exists and its entry (and
+	// its run directory's) has been synced by this process.
 	dirReady bool
+	// entryUnsynced is set when a file was created in the job's directory
+	// and the directory's sync failed: the next append syncs it, whether
+	// or not it creates a file.
+	entryUnsynced bool
 	// removed is set when the state was dropped from the Store's map; a
 	// goroutine that locked it meanwhile must fetch a fresh one.
 	removed bool
@@ -161,13 +166,19 @@ func encodeChunk(pos position, lines []Line) ([]byte, error) {
 
 // writeChunk appends buf to the step's file with one write, syncs it, and
 // returns the file's previous size. On failure it truncates the file back.
+//
+// The syncs come after every directory and file is created and the data
+// written, so that a journaling file system commits them all at once: the
+// file's data (fdatasync), then, for a new file, its directory, and, for the
+// first chunk of the job in this process, the job directory's entry in the
+// run directory and, for a run not synced yet, the run directory's entry in
+// the root (see makeJobDirs and syncJobDirs).
 func (s *Store) writeChunk(js *jobState, key StepKey, buf []byte) (int64, error) {
 	path := s.stepPath(key)
 	if !js.dirReady {
-		if err := s.makeJobDir(key.RunID, key.JobID); err != nil {
+		if err := s.makeJobDirs(key.RunID, key.JobID); err != nil {
 			return 0, fmt.Errorf("append log %q: %w", path, err)
 		}
-		js.dirReady = true
 	}
 	created := false
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -190,10 +201,16 @@ func (s *Store) writeChunk(js *jobState, key StepKey, buf []byte) (int64, error)
 		err = io.ErrShortWrite
 	}
 	if err == nil {
-		err = f.Sync()
+		err = s.syncFile(f)
 	}
-	if err == nil && created {
-		err = syncDir(filepath.Dir(path))
+	if err == nil && (created || js.entryUnsynced) {
+		js.entryUnsynced = true // until the sync below returns
+		if err = s.syncDir(filepath.Dir(path)); err == nil {
+			js.entryUnsynced = false
+		}
+	}
+	if err == nil && !js.dirReady {
+		err = s.syncJobDirs(key.RunID)
 	}
 	if err != nil {
 		if terr := f.Truncate(from); terr != nil {
@@ -204,29 +221,86 @@ func (s *Store) writeChunk(js *jobState, key StepKey, buf []byte) (int64, error)
 		}
 		return 0, fmt.Errorf("append log %q: %w", path, err)
 	}
+	js.dirReady = true
 	return from, nil
 }
 
-// makeJobDir creates a job's directory (and its run's) and syncs the
-// parents, so the new entries survive a crash.
-func (s *Store) makeJobDir(runID, jobID string) error {
-	runDir := filepath.Join(s.dir, runID)
-	jobDir := filepath.Join(runDir, jobID)
-	if _, err := os.Stat(jobDir); err == nil {
+// Prepare creates a job's log directory (and its run's) and syncs their
+// entries, so that the job's first chunk costs only the sync of its data and
+// of its new file's entry. The orchestrator may call it when it dispatches
+// the job, off the path of the agent's output; Append does the same itself
+// for a job not prepared. Preparing a prepared job does nothing.
+func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := checkID("run id", runID); err != nil {
+		return err
+	}
+	if err := checkID("job id", jobID); err != nil {
+		return err
+	}
+	js := s.lockJob(jobKey{runID: runID, jobID: jobID})
+	defer js.mu.Unlock()
+	if js.dirReady {
 		return nil
 	}
-	for _, d := range []struct{ dir, parent string }{{runDir, s.dir}, {jobDir, runDir}} {
-		if err := os.Mkdir(d.dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		// Sync even when another job created the run directory just now:
-		// this job's data must not depend on that job's sync.
-		if err := syncDir(d.parent); err != nil {
+	if err := s.makeJobDirs(runID, jobID); err != nil {
+		return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)
+	}
+	if err := s.syncJobDirs(runID); err != nil {
+		return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)
+	}
+	js.dirReady = true
+	return nil
+}
+
+// makeJobDirs creates a job's directory and its run's, if missing, without
+// syncing anything.
+func (s *Store) makeJobDirs(runID, jobID string) error {
+	runDir := filepath.Join(s.dir, runID)
+	for _, d := range []string{runDir, filepath.Join(runDir, jobID)} {
+		if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return err
 		}
 	}
 	return nil
 }
+
+// syncJobDirs makes the entries of a job's directory durable: it syncs the
+// run directory (which holds the job directory's entry) and, unless this
+// Store already did since it last removed the run, the root (which holds
+// the run directory's entry). It runs once per job in a process, even for
+// directories that existed: an earlier process may have crashed between
+// creating one and syncing its parent. A run is marked synced only after
+// the root's sync returned, so another job of the run that skips it relies
+// only on a sync that completed.
+func (s *Store) syncJobDirs(runID string) error {
+	if err := s.syncDir(filepath.Join(s.dir, runID)); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	_, done := s.syncedRuns[runID]
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := s.syncDir(s.dir); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if len(s.syncedRuns) >= maxSyncedRuns {
+		// Forgetting only costs a root sync more for the runs forgotten.
+		clear(s.syncedRuns)
+	}
+	s.syncedRuns[runID] = struct{}{}
+	s.mu.Unlock()
+	return nil
+}
+
+// maxSyncedRuns bounds the runs whose directory entry the Store remembers
+// having synced.
+const maxSyncedRuns = 4096
 
 func syncDir(dir string) error {
 	d, err := os.Open(dir)

@@ -107,6 +107,7 @@ func (s *Server) release() error {
 			}
 			cancel()
 		}
+		s.audit.Close() // nil-safe; writes the queued entries
 		if s.db != nil {
 			s.releaseErr = s.db.Close()
 		}

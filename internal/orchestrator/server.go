@@ -39,6 +39,7 @@ type Server struct {
 	cfg     Config
 	db      *store.DB
 	logs    *logs.Store
+	audit   *auth.AuditLog // closed, writing what is queued, before the database
 	sched   *scheduler.Scheduler
 	disp    *dispatch.Dispatcher
 	api     *api.Server
@@ -132,6 +133,7 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	auditLog := auth.NewAuditLog(s.log, s.db)
+	s.audit = auditLog
 	limit := s.cfg.AuthFailureLimit
 	if limit == 0 {
 		limit = DefaultAuthFailureLimit
