@@ -81,6 +81,14 @@ type LogSink interface {
 	AppendLog(ctx context.Context, runID, jobID string, attempt, step int, seq uint64, lines []protocol.LogLine) error
 }
 
+// logPreparer is a LogSink that can make a job's log directories durable
+// ahead of its first chunk (see logs.Store.Prepare): the dispatcher asks
+// it while the agent starts the job, so the first chunk's
+// acknowledgement does not wait for those syncs.
+type logPreparer interface {
+	PrepareLog(ctx context.Context, runID, jobID string) error
+}
+
 // Dispatcher matches queued jobs with agents and applies agent reports.
 type Dispatcher struct {
 	log   *slog.Logger
@@ -205,6 +213,7 @@ func (d *Dispatcher) HeartbeatInterval() time.Duration { return d.cfg.HeartbeatI
 // Run matches jobs to agents whenever woken and runs the sweeps, until ctx
 // ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	defer d.prep.Wait() // no log directory is made after Run returned
 	// Sweep often enough for the shortest deadline we promise.
 	tick := min(d.cfg.AckTimeout, d.cfg.RecoveryWindow, d.cfg.QueueSweepInterval, time.Second) / 2
 	tick = max(tick, 10*time.Millisecond)
@@ -375,6 +384,16 @@ func (d *Dispatcher) sendClaimed(ctx context.Context, c claimed) (bool, error) {
 		return false, fmt.Errorf("send job %q to agent %q: %w", job.ID, a.ID, err)
 	}
 	d.log.Info("job dispatched", "run_id", job.RunID, "job_id", job.ID, "job", job.Name, "agent_id", a.ID, "attempt", attempt)
+	if p, ok := d.logs.(logPreparer); ok {
+		d.prep.Go(func() {
+			// A failure is not the job's: the first chunk's append
+			// creates and syncs what is missing, and reports its own
+			// error.
+			if err := p.PrepareLog(context.WithoutCancel(ctx), job.RunID, job.ID); err != nil {
+				d.log.Debug("prepare job log failed", "run_id", job.RunID, "job_id", job.ID, "error", err)
+			}
+		})
+	}
 	return true, nil
 }
 

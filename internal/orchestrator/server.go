@@ -538,6 +538,10 @@ func (l logSink) AppendLog(ctx context.Context, runID, jobID string, attempt, st
 	return err
 }
 
+func (l logSink) PrepareLog(ctx context.Context, runID, jobID string) error {
+	return l.logs.Prepare(ctx, runID, jobID)
+}
+
 // resolveSecrets returns the values of the secrets job declares (workflow
 // `secrets:`), and only those of its source or of every source. A run whose
 // secrets are withheld (a fork's pull request under the fork policy "run")
