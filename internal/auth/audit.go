@@ -62,6 +62,10 @@ type AuditLog struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+
+	// onFull, when set (tests), is called when a Record finds the queue
+	// full and is about to write synchronously.
+	onFull func()
 }
 
 // NewAuditLog returns an audit log writer and starts its goroutine; Close
@@ -101,6 +105,9 @@ func (a *AuditLog) Record(ctx context.Context, e store.AuditEntry) {
 	}
 	a.mu.Unlock()
 	// Full or closed: write the queue and e now, in order.
+	if a.onFull != nil {
+		a.onFull()
+	}
 	a.writeMu.Lock()
 	defer a.writeMu.Unlock()
 	a.mu.Lock()

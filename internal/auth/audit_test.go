@@ -52,7 +52,7 @@ func TestAuditLogOrderAndClose(t *testing.T) {
 			a.Record(t.Context(), entry(i))
 		}
 		a.Close()
-		a.Close() // harmless
+		a.Close()                        // harmless
 		a.Record(t.Context(), entry(50)) // after Close: written at once
 		if diff := cmp.Diff(actions(0, 51), listActions(t, db)); diff != "" {
 			t.Errorf("audit entries (-want +got):\n%s", diff)
@@ -99,6 +99,8 @@ func TestAuditLogQueueAndFullQueue(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logged, mu: &logMu}, nil))
 	a := newAuditLog(logger, st, 2)
 	defer a.Close()
+	inFull := make(chan struct{})
+	a.onFull = func() { close(inFull) } // once: only entry 3 finds the queue full
 
 	a.Record(t.Context(), entry(0))
 	<-st.started // the writer holds a.000
@@ -111,6 +113,7 @@ func TestAuditLogQueueAndFullQueue(t *testing.T) {
 		a.Record(context.Background(), entry(3)) // queue full: synchronous
 		close(full)
 	}()
+	<-inFull
 	select {
 	case <-full:
 		t.Fatal("a Record with the queue full returned before the store wrote anything")
