@@ -417,6 +417,7 @@ func TestCancel(t *testing.T) {
 			r := newRunner(t, func(c *runner.Config) { c.CancelGrace = tc.grace })
 			ctx, cancel := context.WithCancelCause(t.Context())
 			exec := r.Start(ctx, spec, rec)
+			t.Cleanup(exec.Cleanup)
 			rec.waitLine(t, 0, "ready")
 			pid := readPID(t, pidFile)
 			cancelled := time.Now()
