@@ -67,6 +67,12 @@ type Agent struct {
 
 	oneShotDone chan struct{}
 	oneShotOnce sync.Once
+
+	// cleanupWG counts the ended jobs whose directory is not removed yet;
+	// closing cleanupNow makes them remove it at once (the agent stops).
+	cleanupWG   sync.WaitGroup
+	cleanupNow  chan struct{}
+	cleanupOnce sync.Once
 }
 
 // New builds an Agent: it validates cfg, creates the work dir, and loads (or
@@ -126,6 +132,7 @@ func New(logger *slog.Logger, cfg Config) (*Agent, error) {
 		jitter:      func() float64 { return rand.Float64() / 2 },
 		jobs:        map[string]*runningJob{},
 		oneShotDone: make(chan struct{}),
+		cleanupNow:  make(chan struct{}),
 	}, nil
 }
 
@@ -157,6 +164,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Warn("killed processes the previous agent's steps left", "processes", n)
 	}
 	a.removeStaleJobDirs()
+	// Ended jobs' directories go before the work dir's lock is released
+	// (deferred calls run last first).
+	defer a.finishCleanups()
 	a.log.Info("agent starting", "url", a.cfg.OrchestratorURL, "labels", a.labels,
 		"concurrency", a.cfg.Concurrency, "one_shot", a.cfg.OneShot)
 	a.closeCode.Store(int64(websocket.StatusGoingAway))

@@ -28,7 +28,13 @@ type runningJob struct {
 	cancel context.CancelCauseFunc
 	exec   *runner.Execution
 	rep    *jobReporter
+	buf    *jobBuffer
 }
+
+// maxJobDirHold bounds how long an ended job's directory waits for the
+// orchestrator to acknowledge the job's final status before it is removed
+// anyway (the orchestrator is away; the disk should not fill meanwhile).
+const maxJobDirHold = 30 * time.Second
 
 // dispatch answers a job.dispatch: it queues job.reject (seq 1) if the job
 // cannot run here, or job.ack (seq 1) and starts the job.
@@ -54,7 +60,7 @@ func (a *Agent) dispatch(d *protocol.JobDispatch) {
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rep := newJobReporter(a.box, buf, d.JobID, a.cfg.LogFlushLines, a.cfg.LogFlushInterval)
-	j := &runningJob{id: d.JobID, cancel: cancel, rep: rep}
+	j := &runningJob{id: d.JobID, cancel: cancel, rep: rep, buf: buf}
 	j.exec = a.runner.Start(ctx, a.jobSpec(d), rep)
 	a.jobs[d.JobID] = j
 	a.jobsWG.Add(1)
@@ -74,9 +80,10 @@ func (a *Agent) admitLocked(d *protocol.JobDispatch) string {
 	return ""
 }
 
-// finishJob waits for a job to end, then queues its final job.status.
+// finishJob waits for a job to end, then queues its final job.status, then
+// removes the job's directory (see cleanupJob). The job's processes are all
+// gone when the runner reports its end: only the directory outlives it.
 func (a *Agent) finishJob(j *runningJob, log *slog.Logger) {
-	defer a.jobsWG.Done()
 	res := j.exec.Wait()
 	j.cancel(nil)
 	j.rep.finish(res)
@@ -86,8 +93,47 @@ func (a *Agent) finishJob(j *runningJob, log *slog.Logger) {
 	}
 	a.mu.Unlock()
 	log.Info("job ended", "status", string(res.Status), "error", errString(res.Err), "exit_code", res.ExitCode)
+	a.cleanupWG.Add(1) // before jobsWG.Done: a shutdown that saw the job end waits for this too
+	a.jobsWG.Done()
 	if a.cfg.OneShot {
 		a.oneShotOnce.Do(func() { close(a.oneShotDone) })
+	}
+	a.cleanupJob(j)
+}
+
+// cleanupJob removes an ended job's directory once the orchestrator has
+// acknowledged the job's final status (its outbox buffer is gone), so that
+// removing a large checkout never delays the status. It removes it sooner
+// when the agent stops (cleanupNow) and after maxJobDirHold at the latest.
+func (a *Agent) cleanupJob(j *runningJob) {
+	defer a.cleanupWG.Done()
+	hold := time.NewTimer(maxJobDirHold)
+	defer hold.Stop()
+	select {
+	case <-j.buf.gone:
+	case <-a.cleanupNow:
+	case <-hold.C:
+		a.log.Warn("job's final status not acknowledged; removing its directory anyway", "job_id", j.id, "after", maxJobDirHold.String())
+	}
+	j.exec.Cleanup()
+}
+
+// finishCleanups makes every pending job directory removal start now and
+// waits for them, up to the shutdown timeout: a directory left behind is
+// removed by the next start (removeStaleJobDirs).
+func (a *Agent) finishCleanups() {
+	a.cleanupOnce.Do(func() { close(a.cleanupNow) })
+	done := make(chan struct{})
+	go func() {
+		a.cleanupWG.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(a.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		a.log.Warn("job directories still being removed at exit; the next start removes them", "waited", a.cfg.ShutdownTimeout.String())
 	}
 }
 

@@ -44,19 +44,27 @@ type fakeOrchestrator struct {
 	ackAfterConn int
 	resumeZero   bool
 	// silent stops the fake's heartbeats.
-	silent    bool
-	closes    []int           // the close code the agent ended each connection with (-1: none)
-	conn      *websocket.Conn // the registered connection, if any
-	conns     int             // connections registered so far
-	registers []*protocol.Register
-	received  []received // every message from the agent, in order
-	raw       [][]byte   // every frame from the agent
-	owned     map[string]bool
-	applied   map[string]uint64
-	messages  map[string][]protocol.JobScoped // applied job-scoped messages
-	dupes     int                             // job-scoped messages dropped as replays
-	jobTokens map[string]bool
-	changed   chan struct{}
+	silent bool
+	// onApply, when set (before the agent connects), is called with f.mu
+	// held for each newly applied job-scoped message, before its
+	// job.ackseq is sent.
+	onApply func(protocol.JobScoped)
+	// archiveFailures answers that many archive requests (with a valid
+	// token) with 503 before serving the archive.
+	archiveFailures int
+	archiveRequests int             // archive requests served so far
+	closes          []int           // the close code the agent ended each connection with (-1: none)
+	conn            *websocket.Conn // the registered connection, if any
+	conns           int             // connections registered so far
+	registers       []*protocol.Register
+	received        []received // every message from the agent, in order
+	raw             [][]byte   // every frame from the agent
+	owned           map[string]bool
+	applied         map[string]uint64
+	messages        map[string][]protocol.JobScoped // applied job-scoped messages
+	dupes           int                             // job-scoped messages dropped as replays
+	jobTokens       map[string]bool
+	changed         chan struct{}
 }
 
 // received is one message and the connection (1-based) it came on.
@@ -203,6 +211,9 @@ func (f *fakeOrchestrator) applyLocked(ctx context.Context, c *websocket.Conn, m
 	} else {
 		f.applied[id] = seq
 		f.messages[id] = append(f.messages[id], m)
+		if f.onApply != nil {
+			f.onApply(m)
+		}
 	}
 	if ack {
 		_ = f.writeLocked(ctx, c, &protocol.JobAckSeq{JobID: id, Seq: f.applied[id]})
@@ -343,9 +354,18 @@ func (f *fakeOrchestrator) serveArchive(w http.ResponseWriter, r *http.Request) 
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	f.mu.Lock()
 	ok := f.jobTokens[token]
+	fail := false
+	if ok {
+		f.archiveRequests++
+		fail = f.archiveRequests <= f.archiveFailures
+	}
 	f.mu.Unlock()
 	if !ok {
 		http.Error(w, "job token required", http.StatusUnauthorized)
+		return
+	}
+	if fail {
+		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}
 	var buf bytes.Buffer

@@ -63,6 +63,9 @@ type jobBuffer struct {
 	lostLines, lostChunks int
 	note                  *protocol.LogChunk
 	noteSeq               uint64
+	// gone is closed when the buffer goes away: every message of a closed
+	// buffer acknowledged, or the buffer dropped.
+	gone chan struct{}
 }
 
 type outEntry struct {
@@ -92,7 +95,7 @@ func (o *outbox) open(jobID string) *jobBuffer {
 	if old := o.jobs[jobID]; old != nil {
 		o.discardLocked(old)
 	}
-	b := &jobBuffer{id: jobID}
+	b := &jobBuffer{id: jobID, gone: make(chan struct{})}
 	o.jobs[jobID] = b
 	return b
 }
@@ -253,12 +256,16 @@ func (o *outbox) ackLocked(b *jobBuffer, seq uint64) {
 	b.entries = slices.Delete(b.entries, 0, n)
 	if b.closed && len(b.entries) == 0 {
 		delete(o.jobs, b.id)
+		close(b.gone)
 	}
 	o.notifyLocked()
 }
 
 // discardLocked drops a buffer unsent.
 func (o *outbox) discardLocked(b *jobBuffer) {
+	if b.dropped {
+		return
+	}
 	b.dropped = true
 	for _, e := range b.entries {
 		o.bytes -= e.size
@@ -266,6 +273,7 @@ func (o *outbox) discardLocked(b *jobBuffer) {
 	b.entries = nil
 	if o.jobs[b.id] == b {
 		delete(o.jobs, b.id)
+		close(b.gone)
 	}
 	o.notifyLocked()
 }

@@ -11,8 +11,9 @@ import (
 )
 
 // checkout puts the job's code in place and returns the directory the steps
-// run in. Its output and notes go to the job-level log.
-func (j *jobRun) checkout(ctx context.Context) (string, error) {
+// run in. Its output and notes go to the job-level log. pre is the archive
+// request already under way (SourceArchive), or nil.
+func (j *jobRun) checkout(ctx context.Context, pre *prefetch) (string, error) {
 	src := j.spec.Source
 	switch src.Kind {
 	case SourceDir:
@@ -30,7 +31,7 @@ func (j *jobRun) checkout(ctx context.Context) (string, error) {
 		j.out.note("running in %s", dir)
 		return dir, nil
 	case SourceArchive:
-		return j.dirs.src, j.fetchArchive(ctx, src.ArchiveURL)
+		return j.dirs.src, j.fetchArchive(ctx, src.ArchiveURL, pre)
 	case SourceGit:
 		return j.dirs.src, j.gitCheckout(ctx, src)
 	}
@@ -43,13 +44,58 @@ func (j *jobRun) checkout(ctx context.Context) (string, error) {
 // answer (the job token refused, the archive unknown) is final.
 var archiveRetryDelays = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
 
+// prefetch is the first request for a job's archive, sent before the job's
+// directory exists: its answer waits in done until fetchArchive extracts it
+// (or discard closes it).
+type prefetch struct {
+	done chan struct{}
+	resp *http.Response
+	err  error
+}
+
+// startFetch notes the fetch in the job-level log and sends the first
+// request for the archive at url in the background.
+func (j *jobRun) startFetch(ctx context.Context, url string) *prefetch {
+	j.out.note("fetching %s", url)
+	p := &prefetch{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.resp, p.err = j.request(ctx, url)
+	}()
+	return p
+}
+
+// discard drops a prefetch nobody will extract, closing its answer once it
+// comes. It may be called on nil.
+func (p *prefetch) discard() {
+	if p == nil {
+		return
+	}
+	go func() {
+		<-p.done
+		if p.resp != nil {
+			p.resp.Body.Close()
+		}
+	}()
+}
+
 // fetchArchive downloads the tar.gz at url with the job token and extracts
 // it into the checkout directory, retrying what the orchestrator may
-// answer better a moment later.
-func (j *jobRun) fetchArchive(ctx context.Context, url string) error {
-	j.out.note("fetching %s", url)
+// answer better a moment later. pre, if not nil, is the first attempt's
+// request, already sent by startFetch.
+func (j *jobRun) fetchArchive(ctx context.Context, url string, pre *prefetch) error {
+	if pre == nil {
+		j.out.note("fetching %s", url)
+	}
 	for attempt := 0; ; attempt++ {
-		err := j.fetchArchiveOnce(ctx, url)
+		var err error
+		if attempt == 0 && pre != nil {
+			<-pre.done
+			err = j.extractAnswer(ctx, url, pre.resp, pre.err)
+		} else {
+			resp, reqErr := j.request(ctx, url)
+			err = j.extractAnswer(ctx, url, resp, reqErr)
+		}
 		var transient *transientFetchError
 		if !errors.As(err, &transient) || attempt >= len(archiveRetryDelays) {
 			return err
@@ -73,16 +119,34 @@ type transientFetchError struct{ err error }
 func (e *transientFetchError) Error() string { return e.err.Error() }
 func (e *transientFetchError) Unwrap() error { return e.err }
 
-func (j *jobRun) fetchArchiveOnce(ctx context.Context, url string) error {
+// badRequestError is a request that could not even be built (a malformed
+// URL): no attempt can do better.
+type badRequestError struct{ err error }
+
+func (e *badRequestError) Error() string { return e.err.Error() }
+func (e *badRequestError) Unwrap() error { return e.err }
+
+// request sends one GET for the archive at url with the job token.
+func (j *jobRun) request(ctx context.Context, url string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return fmt.Errorf("fetch archive: %w", err)
+		return nil, &badRequestError{err}
 	}
 	if j.spec.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+j.spec.Token)
 	}
-	resp, err := j.r.cfg.HTTPClient.Do(req)
+	return j.r.cfg.HTTPClient.Do(req)
+}
+
+// extractAnswer extracts the archive of one answer to request (resp, or
+// the request's err) into the checkout directory. A failure worth another
+// attempt is a *transientFetchError.
+func (j *jobRun) extractAnswer(ctx context.Context, url string, resp *http.Response, err error) error {
 	if err != nil {
+		var bad *badRequestError
+		if errors.As(err, &bad) {
+			return fmt.Errorf("fetch archive: %w", bad.err)
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("fetch archive: %w", err)
 		}

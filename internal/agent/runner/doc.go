@@ -9,7 +9,7 @@
 // # Use
 //
 //	r, err := runner.New(logger, runner.Config{WorkDir: dir})
-//	res := r.Run(ctx, spec, reporter)          // or Start, then Wait
+//	res := r.Run(ctx, spec, reporter)          // or Start, Wait, then Cleanup (removes the job dir)
 //
 // Cancelling ctx stops the job. The cancel cause says why, and ends up in
 // the job's [Result]: [ErrCancelled] (a user cancel, reported "cancelled"),

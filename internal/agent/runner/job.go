@@ -43,7 +43,10 @@ type jobDirs struct {
 //	              │                               │
 //	              └─fail/cancel─► every step      └─cancel/job timeout─► remaining
 //	                              skipped            steps skipped
-func (r *Runner) run(ctx context.Context, spec JobSpec, rep Reporter, kill <-chan struct{}) Result {
+//
+// It returns the job's directory too ("" if none was made), which it leaves
+// in place: see [Execution.Cleanup].
+func (r *Runner) run(ctx context.Context, spec JobSpec, rep Reporter, kill <-chan struct{}) (Result, string) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if spec.Timeout > 0 {
@@ -65,19 +68,23 @@ func (r *Runner) run(ctx context.Context, spec JobSpec, rep Reporter, kill <-cha
 	if res.Err != nil {
 		res.Err = maskError(mask, res.Err)
 	}
-	return res
+	return res, j.dirs.root
 }
 
 func (j *jobRun) run(ctx context.Context) Result {
+	// An archive's download starts before the job directory is made: the
+	// request's round trip overlaps the directory's creation.
+	var pre *prefetch
+	if j.spec.Source.Kind == SourceArchive {
+		pre = j.startFetch(ctx, j.spec.Source.ArchiveURL)
+	}
 	dirs, err := j.r.makeDirs(j.spec.ID)
+	j.dirs = dirs // on an error too: Cleanup removes what was made
 	if err != nil {
+		pre.discard()
 		return j.abort(ctx, fmt.Errorf("prepare job directory: %w", err))
 	}
-	j.dirs = dirs
-	if !j.r.cfg.KeepJobDirs {
-		defer j.r.removeDirs(j.log, dirs.root)
-	}
-	src, err := j.checkout(ctx)
+	src, err := j.checkout(ctx, pre)
 	if err != nil {
 		return j.abort(ctx, fmt.Errorf("checkout: %w", err))
 	}
@@ -233,7 +240,8 @@ func workingDir(src, wd string) (string, error) {
 	return dir, nil
 }
 
-// makeDirs creates a fresh directory for a job under WorkDir.
+// makeDirs creates a fresh directory for a job under WorkDir. On an error
+// after the job's root was made, the root is returned too, for removal.
 func (r *Runner) makeDirs(id string) (jobDirs, error) {
 	root, err := os.MkdirTemp(r.cfg.WorkDir, "job-"+safeName(id)+"-")
 	if err != nil {
@@ -247,7 +255,7 @@ func (r *Runner) makeDirs(id string) (jobDirs, error) {
 	}
 	for _, dir := range []string{d.src, d.scripts, d.tmp} {
 		if err := os.Mkdir(dir, 0o700); err != nil {
-			return jobDirs{}, err
+			return jobDirs{root: root}, err
 		}
 	}
 	return d, nil

@@ -29,8 +29,8 @@ const JobLevelStep = -1
 // Config configures a [Runner].
 type Config struct {
 	// WorkDir is the directory under which every job gets a fresh
-	// directory of its own (removed when the job ends); required. It is
-	// created if missing.
+	// directory of its own (removed by [Execution.Cleanup], which Run calls
+	// itself); required. It is created if missing.
 	WorkDir string
 	// CancelGrace is how long a step's process group has between SIGTERM
 	// and SIGKILL when the job is cancelled or times out; 0 means
@@ -265,27 +265,54 @@ type Result struct {
 
 // Execution is a job started with [Runner.Start].
 type Execution struct {
+	r        *Runner
 	done     chan struct{}
 	kill     chan struct{}
 	killOnce sync.Once
 	result   Result
+	dir      string // the job's directory; "" if none was made. Set before done.
+
+	cleanOnce sync.Once
 }
 
 // Start runs the job in the background and returns at once. Cancel ctx (with
 // a cause) to stop the job; call Kill to skip the grace period; Wait for the
 // Result.
+//
+// The job's directory outlives the job, so that removing it (a large
+// checkout takes a while) does not delay reporting the Result: call Cleanup
+// once the Result is reported. Every process the job started has been killed
+// by the time Wait returns; only the directory is left.
 func (r *Runner) Start(ctx context.Context, spec JobSpec, rep Reporter) *Execution {
-	e := &Execution{done: make(chan struct{}), kill: make(chan struct{})}
+	e := &Execution{r: r, done: make(chan struct{}), kill: make(chan struct{})}
 	go func() {
 		defer close(e.done)
-		e.result = r.run(ctx, spec, &serialReporter{rep: rep}, e.kill)
+		e.result, e.dir = r.run(ctx, spec, &serialReporter{rep: rep}, e.kill)
 	}()
 	return e
 }
 
-// Run runs the job and returns its Result; Start followed by Wait.
+// Run runs the job, removes its directory and returns its Result; Start
+// followed by Wait and Cleanup.
 func (r *Runner) Run(ctx context.Context, spec JobSpec, rep Reporter) Result {
-	return r.Start(ctx, spec, rep).Wait()
+	e := r.Start(ctx, spec, rep)
+	res := e.Wait()
+	e.Cleanup()
+	return res
+}
+
+// Cleanup waits for the job to end, then removes its directory, unless
+// Config.KeepJobDirs is set. It returns once the directory is gone; later
+// calls return at once. The directory's name is unique to this Execution,
+// so removing it never touches another job's, a new dispatch of the same
+// job id included.
+func (e *Execution) Cleanup() {
+	<-e.done
+	e.cleanOnce.Do(func() {
+		if e.dir != "" && !e.r.cfg.KeepJobDirs {
+			e.r.removeDirs(e.r.log, e.dir)
+		}
+	})
 }
 
 // Kill makes a job that is already being cancelled stop without waiting out

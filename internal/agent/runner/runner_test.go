@@ -417,6 +417,7 @@ func TestCancel(t *testing.T) {
 			r := newRunner(t, func(c *runner.Config) { c.CancelGrace = tc.grace })
 			ctx, cancel := context.WithCancelCause(t.Context())
 			exec := r.Start(ctx, spec, rec)
+			t.Cleanup(exec.Cleanup)
 			rec.waitLine(t, 0, "ready")
 			pid := readPID(t, pidFile)
 			cancelled := time.Now()
@@ -518,4 +519,62 @@ func TestGitCheckout(t *testing.T) {
 	if diff := cmp.Diff([]string{"first"}, rec.lines[0]); diff != "" {
 		t.Errorf("step lines (-want +got):\n%s", diff)
 	}
+}
+
+// TestJobDirOutlivesTheResult: after Start the job's directory stays until
+// Cleanup, so that the Result can be reported first; Run removes it itself,
+// and KeepJobDirs keeps it.
+func TestJobDirOutlivesTheResult(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		keep     bool
+		run      func(r *runner.Runner, spec runner.JobSpec) runner.Result
+		wantLeft int
+	}{
+		{name: "Run", run: func(r *runner.Runner, spec runner.JobSpec) runner.Result {
+			return r.Run(context.Background(), spec, newRecorder())
+		}},
+		{name: "Start, Wait, Cleanup", run: func(r *runner.Runner, spec runner.JobSpec) runner.Result {
+			e := r.Start(context.Background(), spec, newRecorder())
+			res := e.Wait()
+			e.Cleanup()
+			e.Cleanup() // a second call returns at once
+			return res
+		}},
+		{name: "KeepJobDirs", keep: true, wantLeft: 1, run: func(r *runner.Runner, spec runner.JobSpec) runner.Result {
+			return r.Run(context.Background(), spec, newRecorder())
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			work := t.TempDir()
+			r := newRunner(t, func(c *runner.Config) { c.WorkDir, c.KeepJobDirs = work, tc.keep })
+			spec := dirJob(t, workflow.Step{Run: `echo hi > "$TMPDIR/file"`})
+			if res := tc.run(r, spec); res.Status != runner.StatusSuccess {
+				t.Fatalf("result: got %s %v, want success", res.Status, res.Err)
+			}
+			if left, _ := os.ReadDir(work); len(left) != tc.wantLeft {
+				t.Errorf("job directories after the job: got %d, want %d", len(left), tc.wantLeft)
+			}
+		})
+	}
+	t.Run("kept until Cleanup", func(t *testing.T) {
+		t.Parallel()
+		work := t.TempDir()
+		r := newRunner(t, func(c *runner.Config) { c.WorkDir = work })
+		e := r.Start(context.Background(), dirJob(t, workflow.Step{Run: `echo hi > "$TMPDIR/file"`}), newRecorder())
+		if res := e.Wait(); res.Status != runner.StatusSuccess {
+			t.Fatalf("result: got %s %v, want success", res.Status, res.Err)
+		}
+		files, err := filepath.Glob(filepath.Join(work, "job-job-1-*", "tmp", "file"))
+		if err != nil || len(files) != 1 {
+			t.Fatalf("the step's file after Wait: got %v (%v), want it still there", files, err)
+		}
+		e.Cleanup()
+		if left, _ := os.ReadDir(work); len(left) != 0 {
+			t.Errorf("job directories after Cleanup: got %d, want 0", len(left))
+		}
+	})
 }
