@@ -98,6 +98,8 @@ type Dispatcher struct {
 	logs  LogSink
 	cfg   Config
 	reg   registry
+	// prep tracks the background log preparations (see logPreparer).
+	prep sync.WaitGroup
 	ids   idLocks // one registration per agent id at a time
 	kick  chan struct{}
 
