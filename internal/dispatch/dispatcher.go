@@ -100,8 +100,8 @@ type Dispatcher struct {
 	reg   registry
 	// prep tracks the background log preparations (see logPreparer).
 	prep sync.WaitGroup
-	ids   idLocks // one registration per agent id at a time
-	kick  chan struct{}
+	ids  idLocks // one registration per agent id at a time
+	kick chan struct{}
 
 	// recent remembers the agent each job was last dispatched to and the
 	// attempt, for log routing; refreshed from the store when missing.
