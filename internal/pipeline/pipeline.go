@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -78,6 +79,7 @@ type Pipeline struct {
 
 	mu      sync.Mutex
 	sources map[string]cachedSource
+	plans   *planCache
 }
 
 type cachedSource struct {
@@ -87,7 +89,7 @@ type cachedSource struct {
 
 // New returns a pipeline.
 func New(logger *slog.Logger, db SourceStore, sched *scheduler.Scheduler, cfg Config) *Pipeline {
-	return &Pipeline{log: logger, db: db, sched: sched, cfg: cfg, sources: map[string]cachedSource{}}
+	return &Pipeline{log: logger, db: db, sched: sched, cfg: cfg, sources: map[string]cachedSource{}, plans: newPlanCache(planCacheSize)}
 }
 
 // Source returns the registered source name and its reader.
@@ -100,6 +102,8 @@ func (p *Pipeline) Source(ctx context.Context, name string) (store.Source, sourc
 	defer p.mu.Unlock()
 	if c, ok := p.sources[name]; ok && c.row.Kind == row.Kind && c.row.Location == row.Location {
 		return row, c.src, nil
+	} else if ok {
+		closeSource(c.src)
 	}
 	var src source.Source
 	switch row.Kind {
@@ -124,10 +128,21 @@ func (p *Pipeline) Source(ctx context.Context, name string) (store.Source, sourc
 // changed).
 func (p *Pipeline) Forget(name string) {
 	p.mu.Lock()
+	if c, ok := p.sources[name]; ok {
+		closeSource(c.src)
+	}
 	delete(p.sources, name)
 	p.mu.Unlock()
 	if p.cfg.Changed != nil {
 		p.cfg.Changed(name)
+	}
+}
+
+// closeSource stops the git process a local or git source keeps (a read
+// still under way finishes first; a later one starts a new process).
+func closeSource(src source.Source) {
+	if c, ok := src.(io.Closer); ok {
+		_ = c.Close()
 	}
 }
 
@@ -202,7 +217,7 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 	if workflowsAt == "" {
 		workflowsAt = ev.SHA
 	}
-	plan, invalid, err := p.plan(ctx, src, workflowsAt)
+	plan, invalid, err := p.plan(ctx, row, src, workflowsAt)
 	if err != nil {
 		return Result{Event: ev}, err
 	}
@@ -233,14 +248,31 @@ func (p *Pipeline) TriggerWorkflows(ctx context.Context, sourceName string, ev t
 // YAML compiled here. A YAML file that does not compile does not stop the
 // others: their plan comes back with the problems as invalid (nil when
 // there are none). A lock file is all or nothing.
-func (p *Pipeline) plan(ctx context.Context, src source.Source, sha string) (_ *workflow.Plan, invalid *WorkflowError, _ error) {
-	files, lock, err := src.Workflows(ctx, sha)
-	if errors.Is(err, workflow.ErrTooManyFiles) {
-		return nil, nil, &WorkflowError{SHA: sha, Err: err}
+//
+// The result for a commit of a source is kept (p.plans): the same commit
+// again is neither read nor compiled. A failed read is not kept. The plan
+// returned may be shared: it must not be modified.
+func (p *Pipeline) plan(ctx context.Context, row store.Source, src source.Source, sha string) (*workflow.Plan, *WorkflowError, error) {
+	key := planKey{source: row.Name, kind: string(row.Kind), location: row.Location, sha: sha}
+	if res, ok := p.plans.get(key); ok {
+		return res.plan, res.invalid, res.err
 	}
-	if err != nil {
+	files, lock, err := src.Workflows(ctx, sha)
+	if err != nil && !errors.Is(err, workflow.ErrTooManyFiles) {
 		return nil, nil, fmt.Errorf("read workflows at %s: %w", short(sha), err)
 	}
+	var res planResult
+	if err != nil {
+		res.err = &WorkflowError{SHA: sha, Err: err}
+	} else {
+		res.plan, res.invalid, res.err = p.compilePlan(files, lock, sha)
+	}
+	p.plans.put(key, res)
+	return res.plan, res.invalid, res.err
+}
+
+// compilePlan makes the plan of the workflow files and lock read at sha.
+func (p *Pipeline) compilePlan(files []workflow.File, lock []byte, sha string) (_ *workflow.Plan, invalid *WorkflowError, _ error) {
 	if lock != nil {
 		plan, err := workflow.ParseLock(lock)
 		if err != nil {

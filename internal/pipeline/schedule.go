@@ -44,12 +44,12 @@ func (p *Pipeline) DefaultHead(ctx context.Context, sourceName string) (string, 
 // set; one whose workflow files are all invalid gives the
 // *WorkflowError.
 func (p *Pipeline) SchedulesAt(ctx context.Context, sourceName, sha string) (ScheduleSet, error) {
-	_, src, err := p.Source(ctx, sourceName)
+	row, src, err := p.Source(ctx, sourceName)
 	if err != nil {
 		return ScheduleSet{}, err
 	}
 	set := ScheduleSet{SHA: sha}
-	plan, invalid, err := p.plan(ctx, src, sha)
+	plan, invalid, err := p.plan(ctx, row, src, sha)
 	if errors.Is(err, ErrNoWorkflows) {
 		return set, nil
 	}

@@ -26,7 +26,12 @@
 // of workflows and the lock) and the standard library; the pipeline and the
 // API import it. Package githubfake holds a fake GitHub API for tests.
 //
-// Local and GitHub values hold no mutable state: use them from any number
-// of goroutines. A *Git serializes its fetches (and reads never overlap a
-// fetch); use one *Git per cache directory.
+// GitHub values hold no mutable state: use them from any number of
+// goroutines. A *Local and a *Git each keep one long-lived git cat-file
+// --batch process for the reads of a trigger (resolve, workflows), so
+// they cost no fork: it serves one request at a time, is restarted when
+// it dies or a caller's ctx ends mid-request, and is stopped after a
+// minute unused or by Close; use them by pointer, never copied. A *Git
+// serializes its fetches (and reads never overlap a fetch, after which
+// its cat-file process restarts); use one *Git per cache directory.
 package source

@@ -49,6 +49,9 @@ type Git struct {
 	// fetches counts the clones and fetches started, so a caller can tell
 	// whether one started after it asked and skip its own.
 	fetches atomic.Uint64
+
+	rmu sync.Mutex
+	r   *repo // made on first use; its cat-file process restarts after each fetch
 }
 
 // Validate reports the first bad field.
@@ -126,12 +129,24 @@ func redactor(raw string) func(string) string {
 }
 
 func (g *Git) repo() *repo {
-	return &repo{
-		dir:            g.CacheDir,
-		timeout:        orDefault(g.Timeout, defaultGitTimeout),
-		archiveTimeout: orDefault(g.ArchiveTimeout, defaultArchiveTimeout),
-		redact:         redactor(g.URL),
+	g.rmu.Lock()
+	defer g.rmu.Unlock()
+	if g.r == nil {
+		g.r = newRepo(g.CacheDir, orDefault(g.Timeout, defaultGitTimeout), orDefault(g.ArchiveTimeout, defaultArchiveTimeout), redactor(g.URL))
 	}
+	return g.r
+}
+
+// Close stops the git process the Git keeps for its reads, if one runs.
+// A Git may be used after Close: it starts a new one.
+func (g *Git) Close() error {
+	g.rmu.Lock()
+	r := g.r
+	g.rmu.Unlock()
+	if r != nil {
+		r.cat.close()
+	}
+	return nil
 }
 
 // wrap names the source in an error.
@@ -248,6 +263,9 @@ func (g *Git) fetch(ctx context.Context, since uint64) error {
 	g.fetches.Add(1)
 	err := runGit(ctx, orDefault(g.FetchTimeout, defaultFetchTimeout), g.CacheDir, nil, io.Discard, redactor(g.URL),
 		"-c", ownerOnlyRepo, "fetch", "--prune", "--quiet", "origin")
+	// Whatever the fetch did, reads start on a new cat-file process, which
+	// sees the refs and packs as they are now.
+	g.repo().cat.restart()
 	if err != nil {
 		return g.wrap(fmt.Errorf("fetch: %w", err))
 	}

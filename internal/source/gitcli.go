@@ -1,15 +1,16 @@
 package source
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,14 @@ type repo struct {
 	timeout        time.Duration
 	archiveTimeout time.Duration
 	redact         func(string) string
+	// cat reads objects without a fork per read.
+	cat *catFile
+}
+
+// newRepo returns a repo of dir, its cat-file process not yet started.
+func newRepo(dir string, timeout, archiveTimeout time.Duration, redact func(string) string) *repo {
+	return &repo{dir: dir, timeout: timeout, archiveTimeout: archiveTimeout, redact: redact,
+		cat: &catFile{dir: dir, timeout: timeout, idle: catFileIdle, redact: redact}}
 }
 
 // output runs a git command and returns its standard output.
@@ -166,30 +175,50 @@ func (r *repo) resolve(ctx context.Context, ref string) (string, error) {
 	if err := checkRef(ref); err != nil {
 		return "", err
 	}
-	out, err := r.output(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", ref+"^{commit}")
-	if exitCode(err) == 1 {
-		return "", fmt.Errorf("resolve %q: %w", ref, ErrNotFound)
-	}
+	o, err := r.lookup(ctx, ref+"^{commit}")
 	if err != nil {
 		return "", fmt.Errorf("resolve %q: %w", ref, err)
 	}
-	sha := strings.TrimSpace(string(out))
-	if !isFullSHA(sha) {
-		return "", fmt.Errorf("resolve %q: git printed %q, not a commit sha", ref, sha)
+	if o.missing {
+		return "", fmt.Errorf("resolve %q: %w", ref, ErrNotFound)
 	}
-	return strings.ToLower(sha), nil
+	if o.typ != "commit" {
+		return "", fmt.Errorf("resolve %q: git gave a %s, not a commit", ref, o.typ)
+	}
+	return o.oid, nil
+}
+
+// lookup asks the cat-file process for one object, its content read
+// through and dropped. An answer of "missing" is asked again of a new
+// process before it is returned.
+func (r *repo) lookup(ctx context.Context, name string) (catObject, error) {
+	for attempt := 0; ; attempt++ {
+		objs, err := r.cat.get(ctx, []catRequest{{name: name, max: maxGitOutput}})
+		var tooLarge *objectTooLargeError
+		if errors.As(err, &tooLarge) {
+			return tooLarge.obj, nil // the header says all that is wanted
+		}
+		if err != nil {
+			return catObject{}, err
+		}
+		if objs[0].missing && attempt == 0 {
+			r.cat.restart()
+			continue
+		}
+		return objs[0], nil
+	}
 }
 
 // hasCommit reports whether the repository holds commit sha.
 func (r *repo) hasCommit(ctx context.Context, sha string) (bool, error) {
-	_, err := r.output(ctx, "rev-parse", "--verify", "--quiet", "--end-of-options", sha+"^{commit}")
-	if exitCode(err) == 1 {
-		return false, nil
+	if err := checkSHA("commit", sha); err != nil {
+		return false, err
 	}
+	o, err := r.lookup(ctx, sha+"^{commit}")
 	if err != nil {
 		return false, fmt.Errorf("look up commit %q: %w", sha, err)
 	}
-	return true, nil
+	return !o.missing, nil
 }
 
 // needCommit returns an error wrapping ErrNotFound unless the repository
@@ -205,58 +234,72 @@ func (r *repo) needCommit(ctx context.Context, sha string) error {
 	return nil
 }
 
-// treeEntry is one line of git ls-tree -l.
+// The directory of the workflows and of the lock, and their names in it.
+var (
+	kiciDir       = path.Dir(workflow.WorkflowsDir)
+	workflowsName = path.Base(workflow.WorkflowsDir)
+	lockName      = path.Base(workflow.LockPath)
+)
+
+// treeEntry is one entry of a tree, its mode canonical as git ls-tree
+// prints it.
 type treeEntry struct {
-	mode, typ, object string
-	size              int64
-	path              string
+	mode   uint32
+	object string
+	path   string
 }
 
-// workflows reads the workflow files and the lock at sha.
+// regular reports whether e is a regular file: a symlink's blob is its
+// target, a gitlink is a submodule.
+func (e treeEntry) regular() bool { return e.mode == 0o100644 || e.mode == 0o100755 }
+
+// workflows reads the workflow files and the lock at sha, from the trees
+// and blobs the cat-file process gives: the tree at sha:.kici, the tree
+// of its workflows directory, then the blobs wanted, in one exchange.
 func (r *repo) workflows(ctx context.Context, sha string) ([]workflow.File, []byte, error) {
 	if err := checkSHA("commit", sha); err != nil {
 		return nil, nil, err
 	}
-	out, err := r.output(ctx, "ls-tree", "-z", "-l", "--end-of-options", sha, "--", workflow.WorkflowsDir+"/", workflow.LockPath)
+	files, lock, err := r.readWorkflows(ctx, sha)
 	if err != nil {
-		// Only now ask whether the commit exists, so that the usual case
-		// (it does) costs one git process fewer on every trigger.
-		if nerr := r.needCommit(ctx, sha); nerr != nil {
-			return nil, nil, fmt.Errorf("read workflows: %w", nerr)
-		}
 		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)
 	}
-	entries, err := parseTree(out)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)
+	return files, lock, nil
+}
+
+func (r *repo) readWorkflows(ctx context.Context, sha string) ([]workflow.File, []byte, error) {
+	kici, err := r.kiciTree(ctx, sha)
+	if err != nil || kici == nil {
+		return []workflow.File{}, nil, err
 	}
 	var wanted []treeEntry
-	for _, e := range entries {
-		// Regular files only: a symlink's blob is its target, a gitlink
-		// is a submodule.
-		if e.typ != "blob" || (e.mode != "100644" && e.mode != "100755") {
-			continue
-		}
-		if e.path != workflow.LockPath && !workflow.IsWorkflowFile(e.path) {
-			continue
-		}
-		if e.size > MaxFileBytes {
-			return nil, nil, fmt.Errorf("read workflows at %q: %s is %d bytes, over the limit of %d", sha, e.path, e.size, MaxFileBytes)
-		}
-		wanted = append(wanted, e)
-	}
-	count := 0
-	for _, e := range wanted {
-		if e.path != workflow.LockPath {
-			count++
+	var lockEntry *treeEntry
+	for _, e := range kici {
+		switch {
+		case e.path == lockName && e.regular():
+			lockEntry = &treeEntry{mode: e.mode, object: e.object, path: workflow.LockPath}
+		case e.path == workflowsName && e.mode == 0o040000:
+			dir, err := r.tree(ctx, e.object, workflow.WorkflowsDir)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, f := range dir {
+				f.path = workflow.WorkflowsDir + "/" + f.path
+				if f.regular() && workflow.IsWorkflowFile(f.path) {
+					wanted = append(wanted, f)
+				}
+			}
 		}
 	}
-	if err := workflow.CheckFileCount(count); err != nil {
-		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)
+	if err := workflow.CheckFileCount(len(wanted)); err != nil {
+		return nil, nil, err
+	}
+	if lockEntry != nil {
+		wanted = append(wanted, *lockEntry)
 	}
 	blobs, err := r.catBlobs(ctx, wanted)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read workflows at %q: %w", sha, err)
+		return nil, nil, err
 	}
 	files := []workflow.File{}
 	var lock []byte
@@ -271,67 +314,123 @@ func (r *repo) workflows(ctx context.Context, sha string) ([]workflow.File, []by
 	return files, lock, nil
 }
 
-// parseTree parses the output of git ls-tree -z -l.
-func parseTree(out []byte) ([]treeEntry, error) {
-	var entries []treeEntry
-	for _, rec := range bytes.Split(out, []byte{0}) {
-		if len(rec) == 0 {
-			continue
+// kiciTree returns the entries of the tree at sha:.kici; nil when the
+// commit has no such directory, an error wrapping ErrNotFound when the
+// repository does not hold sha.
+func (r *repo) kiciTree(ctx context.Context, sha string) ([]treeEntry, error) {
+	for attempt := 0; ; attempt++ {
+		name := sha + ":" + kiciDir
+		objs, err := r.cat.get(ctx, []catRequest{{name: name, max: maxGitOutput, keep: true}})
+		if err != nil {
+			return nil, err
 		}
-		meta, path, ok := bytes.Cut(rec, []byte{'\t'})
-		fields := strings.Fields(string(meta))
-		if !ok || len(fields) != 4 {
-			return nil, fmt.Errorf("unexpected ls-tree line %q", rec)
-		}
-		e := treeEntry{mode: fields[0], typ: fields[1], object: fields[2], path: string(path), size: -1}
-		if fields[3] != "-" {
-			n, err := strconv.ParseInt(fields[3], 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("unexpected ls-tree size in %q", rec)
+		o := objs[0]
+		if !o.missing {
+			if o.typ != "tree" {
+				return nil, nil // a file or a symlink: no workflows
 			}
-			e.size = n
+			return parseTree(o.data, len(o.oid)/2, kiciDir)
 		}
-		entries = append(entries, e)
+		// No .kici, or no commit: the root tree says which.
+		root, err := r.cat.get(ctx, []catRequest{{name: sha + "^{tree}", max: maxGitOutput}})
+		var tooLarge *objectTooLargeError
+		if errors.As(err, &tooLarge) {
+			return nil, nil // the tree is there (its content is not needed)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !root[0].missing {
+			return nil, nil
+		}
+		if attempt > 0 {
+			return nil, fmt.Errorf("commit %q: %w", sha, ErrNotFound)
+		}
+		r.cat.restart() // ask a new process before believing it
+	}
+}
+
+// tree reads the entries of tree object oid, at path dir (for errors).
+func (r *repo) tree(ctx context.Context, oid, dir string) ([]treeEntry, error) {
+	objs, err := r.cat.get(ctx, []catRequest{{name: oid, max: maxGitOutput, keep: true}})
+	if err != nil {
+		return nil, fmt.Errorf("tree %s: %w", dir, err)
+	}
+	if objs[0].missing || objs[0].typ != "tree" {
+		return nil, fmt.Errorf("tree %s: object %s is missing or not a tree", dir, oid)
+	}
+	return parseTree(objs[0].data, len(oid)/2, dir)
+}
+
+// parseTree parses a tree object: entries of "<octal mode> <name>\0"
+// and the entry's raw object name, hashLen bytes.
+func parseTree(data []byte, hashLen int, dir string) ([]treeEntry, error) {
+	var entries []treeEntry
+	for len(data) > 0 {
+		sp := bytes.IndexByte(data, ' ')
+		nul := bytes.IndexByte(data, 0)
+		if sp <= 0 || nul < sp+2 || len(data) < nul+1+hashLen {
+			return nil, fmt.Errorf("tree %s: malformed entry", dir)
+		}
+		mode, err := strconv.ParseUint(string(data[:sp]), 8, 32)
+		if err != nil {
+			return nil, fmt.Errorf("tree %s: malformed mode %q", dir, data[:sp])
+		}
+		entries = append(entries, treeEntry{
+			mode:   canonMode(uint32(mode)),
+			path:   string(data[sp+1 : nul]),
+			object: hex.EncodeToString(data[nul+1 : nul+1+hashLen]),
+		})
+		data = data[nul+1+hashLen:]
 	}
 	return entries, nil
 }
 
-// catBlobs reads the blobs of entries with one git cat-file --batch.
+// canonMode is git's canon_mode: the mode git ls-tree prints for a tree
+// entry's mode.
+func canonMode(mode uint32) uint32 {
+	switch mode & 0o170000 {
+	case 0o100000:
+		if mode&0o100 != 0 {
+			return 0o100755
+		}
+		return 0o100644
+	case 0o120000:
+		return 0o120000
+	case 0o040000:
+		return 0o040000
+	}
+	return 0o160000
+}
+
+// catBlobs reads the blobs of entries in one exchange with the cat-file
+// process, each at most MaxFileBytes.
 func (r *repo) catBlobs(ctx context.Context, entries []treeEntry) ([][]byte, error) {
 	if len(entries) == 0 {
 		return nil, nil
 	}
-	var in bytes.Buffer
-	for _, e := range entries {
-		if !isHex(e.object) {
+	reqs := make([]catRequest, len(entries))
+	for i, e := range entries {
+		if !isFullSHA(e.object) {
 			return nil, fmt.Errorf("unexpected object name %q", e.object)
 		}
-		in.WriteString(e.object + "\n")
+		reqs[i] = catRequest{name: e.object, max: MaxFileBytes, keep: true}
 	}
-	out := limitedBuffer{limit: maxGitOutput, failOver: true}
-	if err := runGit(ctx, r.timeout, r.dir, &in, &out, r.redact, "cat-file", "--batch"); err != nil {
+	objs, err := r.cat.get(ctx, reqs)
+	var tooLarge *objectTooLargeError
+	if errors.As(err, &tooLarge) {
+		e := entries[len(objs)]
+		return nil, fmt.Errorf("%s is %d bytes, over the limit of %d", e.path, tooLarge.obj.size, MaxFileBytes)
+	}
+	if err != nil {
 		return nil, err
 	}
-	br := bufio.NewReader(&out)
 	blobs := make([][]byte, len(entries))
 	for i, e := range entries {
-		head, err := br.ReadString('\n')
-		if err != nil {
-			return nil, fmt.Errorf("cat-file: short output for %s", e.path)
+		if objs[i].missing || objs[i].typ != "blob" {
+			return nil, fmt.Errorf("cat-file: object %s of %s is missing or not a blob", e.object, e.path)
 		}
-		f := strings.Fields(head)
-		if len(f) != 3 || f[1] != "blob" {
-			return nil, fmt.Errorf("cat-file: unexpected header %q for %s", strings.TrimSpace(head), e.path)
-		}
-		n, err := strconv.Atoi(f[2])
-		if err != nil || n > MaxFileBytes {
-			return nil, fmt.Errorf("cat-file: unexpected size in %q for %s", strings.TrimSpace(head), e.path)
-		}
-		data := make([]byte, n+1) // the content and its trailing newline
-		if _, err := io.ReadFull(br, data); err != nil {
-			return nil, fmt.Errorf("cat-file: short content for %s", e.path)
-		}
-		blobs[i] = data[:n]
+		blobs[i] = objs[i].data
 	}
 	return blobs, nil
 }

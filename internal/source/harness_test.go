@@ -111,7 +111,7 @@ func gitEnv(home string) []string {
 }
 
 // gitT runs git in dir for the test and returns its trimmed output.
-func gitT(t *testing.T, dir string, args ...string) string {
+func gitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "init.defaultBranch=main", "-c", "commit.gpgsign=false",
 		"-c", "tag.gpgsign=false", "-C", dir}, args...)...)
@@ -124,7 +124,7 @@ func gitT(t *testing.T, dir string, args ...string) string {
 }
 
 // commitTree replaces the work tree of dir with files and commits it.
-func commitTree(t *testing.T, dir string, files map[string]string, msg string) string {
+func commitTree(t testing.TB, dir string, files map[string]string, msg string) string {
 	t.Helper()
 	gitT(t, dir, "rm", "-rq", "--ignore-unmatch", ".")
 	for p, c := range files {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/kici-dev/kici/internal/workflow"
@@ -21,6 +22,9 @@ type Local struct {
 	Timeout time.Duration
 	// ArchiveTimeout bounds writing an archive; zero means 30 minutes.
 	ArchiveTimeout time.Duration
+
+	mu sync.Mutex
+	r  *repo
 }
 
 // Validate reports the first bad field.
@@ -38,11 +42,24 @@ func (l *Local) repo() (*repo, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	return &repo{
-		dir:            l.Path,
-		timeout:        orDefault(l.Timeout, defaultGitTimeout),
-		archiveTimeout: orDefault(l.ArchiveTimeout, defaultArchiveTimeout),
-	}, nil
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.r == nil {
+		l.r = newRepo(l.Path, orDefault(l.Timeout, defaultGitTimeout), orDefault(l.ArchiveTimeout, defaultArchiveTimeout), nil)
+	}
+	return l.r, nil
+}
+
+// Close stops the git process the Local keeps, if one runs. A Local may
+// be used after Close: it starts a new one.
+func (l *Local) Close() error {
+	l.mu.Lock()
+	r := l.r
+	l.mu.Unlock()
+	if r != nil {
+		r.cat.close()
+	}
+	return nil
 }
 
 func orDefault(d, def time.Duration) time.Duration {
