@@ -100,6 +100,9 @@ func (s *Server) keepInstance(ctx context.Context) error {
 // orchestrator finds the database closed).
 func (s *Server) release() error {
 	s.releaseOnce.Do(func() {
+		if s.pipe != nil {
+			s.pipe.Close() // the sources' git processes
+		}
 		if s.registered {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			if err := s.db.DeregisterInstance(ctx, s.self.ID); err != nil {

@@ -50,6 +50,8 @@ type Server struct {
 	checks  *checks.Reporter // nil when runs are not reported to GitHub
 	// schedules starts the runs of schedule triggers.
 	schedules *schedules.Scheduler
+	// pipe turns events into runs; it keeps a git process per source.
+	pipe *pipeline.Pipeline
 	ln        net.Listener
 
 	// lock is the held data dir lock; self is this process in the
@@ -155,6 +157,7 @@ func (s *Server) build(ctx context.Context) error {
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics, s.checks}, disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun,
 		Changed: func(source string) { s.schedules.Kick(source) }})
+	s.pipe = pipe
 	s.schedules = schedules.New(s.log, pipe, s.db, schedules.Config{Refresh: s.cfg.ScheduleRefresh})
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,

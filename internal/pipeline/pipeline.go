@@ -138,6 +138,18 @@ func (p *Pipeline) Forget(name string) {
 	}
 }
 
+// Close stops the git processes of every source reader (a read still
+// under way finishes first). The pipeline stays usable: a later read
+// starts a new process.
+func (p *Pipeline) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, c := range p.sources {
+		closeSource(c.src)
+		delete(p.sources, name)
+	}
+}
+
 // closeSource stops the git process a local or git source keeps (a read
 // still under way finishes first; a later one starts a new process).
 func closeSource(src source.Source) {
