@@ -52,6 +52,20 @@
 // TEXT in SQLite and JSONB in PostgreSQL, absent values are NULL. Driver
 // errors are mapped to ErrNotFound and ErrConflict in one place.
 //
+// # Prepared statements
+//
+// The queries run for every agent message and dispatch are parsed once per
+// connection, not at each call. On SQLite the store keeps a bounded cache
+// of prepared statements per pool (stmtCache, keyed by query text, placeholders
+// rewritten once), used inside transactions through the copy prepared on
+// the transaction's connection; a query whose text varies with its input
+// (an IN list of IDs, a multi-row INSERT) runs unprepared. On PostgreSQL
+// pgx itself prepares and caches each query per connection
+// (default_query_exec_mode=cache_statement, statement_cache_capacity=512;
+// the URL may change either), so the store adds no layer. Either way a
+// statement lives with its connection: one the server ended is prepared
+// again on the next, and DB.Close closes them all.
+//
 // # Migrations
 //
 // The schema is migrations/<dialect>/NNNNN_<what>.sql, embedded in the

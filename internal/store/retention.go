@@ -45,7 +45,7 @@ func (db *DB) DeleteRunsFinishedBefore(ctx context.Context, cutoff time.Time, li
 		for i, id := range ids {
 			args[i] = id
 		}
-		_, err = tx.exec(ctx, "DELETE FROM runs WHERE id IN ("+placeholders(len(ids))+")", args...)
+		_, err = tx.uncached().exec(ctx, "DELETE FROM runs WHERE id IN ("+placeholders(len(ids))+")", args...)
 		return err
 	})
 	if err != nil {

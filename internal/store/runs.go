@@ -344,7 +344,7 @@ func (tx *Tx) insertRows(ctx context.Context, table, columns string, rows [][]an
 			q.WriteString(one)
 			args = append(args, r...)
 		}
-		if _, err := tx.exec(ctx, q.String(), args...); err != nil {
+		if _, err := tx.uncached().exec(ctx, q.String(), args...); err != nil {
 			return fmt.Errorf("insert %d rows into %s: %w", len(batch), table, err)
 		}
 	}

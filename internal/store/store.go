@@ -70,9 +70,12 @@ func (cfg Config) Validate() error {
 // Tx to make several calls atomic.
 type DB struct {
 	queries
-	write  *sql.DB // every write; on SQLite exactly one connection
-	read   *sql.DB // reads outside a transaction; same pool as write on PostgreSQL
-	logger *slog.Logger
+	write *sql.DB // every write; on SQLite exactly one connection
+	read  *sql.DB // reads outside a transaction; same pool as write on PostgreSQL
+	// wstmts and rstmts are the prepared statements of write and read
+	// (the same cache when the pools are the same); nil when not cached.
+	wstmts, rstmts *stmtCache
+	logger         *slog.Logger
 	// retryBase is the first back-off of Tx between attempts (txRetryBase;
 	// tests set 0).
 	retryBase time.Duration
@@ -113,12 +116,28 @@ func Open(ctx context.Context, cfg Config) (*DB, error) {
 	db.retryBase = txRetryBase
 	db.queries.w = db.write
 	db.queries.r = db.read
+	if db.d.cacheStmts {
+		db.wstmts = newStmtCache(db.write, db.d)
+		db.rstmts = db.wstmts
+		if db.read != db.write {
+			db.rstmts = newStmtCache(db.read, db.d)
+		}
+	}
+	db.queries.ws, db.queries.rs = db.wstmts, db.rstmts
 	return db, nil
 }
 
-// Close closes every connection. Calls in flight fail.
+// Close closes every prepared statement and connection. Calls in flight
+// fail.
 func (db *DB) Close() error {
-	err := db.write.Close()
+	var err error
+	if db.wstmts != nil {
+		err = db.wstmts.close()
+	}
+	if db.rstmts != db.wstmts {
+		err = errors.Join(err, db.rstmts.close())
+	}
+	err = errors.Join(err, db.write.Close())
 	if db.read != db.write {
 		err = errors.Join(err, db.read.Close())
 	}
@@ -151,9 +170,48 @@ type queries struct {
 	w, r  execer
 	d     dialect
 	clock *clock
+	// ws and rs are the prepared statements of the pools w and r run on
+	// (inside a transaction, both are its pool's); nil runs every query
+	// unprepared.
+	ws, rs *stmtCache
+	// tx is the transaction w and r are, or nil.
+	tx *sql.Tx
+}
+
+// uncached returns q without its statement caches, for a query whose text
+// varies with its input (an IN list of IDs, a multi-row INSERT): caching
+// those would fill the cache with statements used once.
+func (q *queries) uncached() *queries {
+	c := *q
+	c.ws, c.rs = nil, nil
+	return &c
+}
+
+// stmt returns the prepared statement of query from c, bound to q's
+// transaction if there is one, or nil to run query unprepared.
+func (q *queries) stmt(ctx context.Context, c *stmtCache, query string) *sql.Stmt {
+	if c == nil {
+		return nil
+	}
+	if q.tx == nil {
+		return c.prepare(ctx, query)
+	}
+	s := c.lookup(query)
+	if s == nil {
+		// Preparing on the pool now would wait for a connection while the
+		// transaction holds one: prepare it after the transaction.
+		c.wantLater(query)
+		return nil
+	}
+	// The copy already prepared on the transaction's connection, or one
+	// prepared on it now.
+	return q.tx.StmtContext(ctx, s)
 }
 
 func (q *queries) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s := q.stmt(ctx, q.ws, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
 	return q.w.ExecContext(ctx, q.d.rebind(query), args...)
 }
 
@@ -172,19 +230,31 @@ func (q *queries) execChanged(ctx context.Context, query string, args ...any) (b
 
 // writeRow runs a write with a RETURNING clause.
 func (q *queries) writeRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := q.stmt(ctx, q.ws, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
 	return q.w.QueryRowContext(ctx, q.d.rebind(query), args...)
 }
 
 // writeRows runs a write with a RETURNING clause that may return many rows.
 func (q *queries) writeRows(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := q.stmt(ctx, q.ws, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
 	return q.w.QueryContext(ctx, q.d.rebind(query), args...)
 }
 
 func (q *queries) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if s := q.stmt(ctx, q.rs, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
 	return q.r.QueryContext(ctx, q.d.rebind(query), args...)
 }
 
 func (q *queries) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if s := q.stmt(ctx, q.rs, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
 	return q.r.QueryRowContext(ctx, q.d.rebind(query), args...)
 }
 
@@ -192,7 +262,13 @@ func (q *queries) queryRow(ctx context.Context, query string, args ...any) *sql.
 // write side so that it sees the caller's own transaction.
 func (q *queries) exists(ctx context.Context, query string, args ...any) (bool, error) {
 	var one int
-	err := q.w.QueryRowContext(ctx, q.d.rebind(query), args...).Scan(&one)
+	var row *sql.Row
+	if s := q.stmt(ctx, q.ws, query); s != nil {
+		row = s.QueryRowContext(ctx, args...)
+	} else {
+		row = q.w.QueryRowContext(ctx, q.d.rebind(query), args...)
+	}
+	err := row.Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}

@@ -67,11 +67,14 @@ func (db *DB) runTx(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}
+	// Runs after the rollback below, once the connection is back in the
+	// pool.
+	defer db.prepareWanted(ctx, db.wstmts)
 	// Roll back on every path that does not commit, a panic in fn included,
 	// so the connection goes back to the pool. After a commit, Rollback is
 	// a no-op; its error adds nothing to the one being returned.
 	defer func() { _ = sqlTx.Rollback() }()
-	if err := fn(db.txQueries(sqlTx)); err != nil {
+	if err := fn(db.txQueries(sqlTx, db.wstmts)); err != nil {
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
@@ -114,10 +117,21 @@ func (db *DB) readTxOnce(ctx context.Context, fn func(tx *Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("begin read transaction: %w", err)
 	}
+	defer db.prepareWanted(ctx, db.rstmts)
 	defer func() { _ = sqlTx.Rollback() }() // a read-only transaction has nothing to keep
-	return fn(db.txQueries(sqlTx))
+	return fn(db.txQueries(sqlTx, db.rstmts))
 }
 
-func (db *DB) txQueries(sqlTx *sql.Tx) *Tx {
-	return &Tx{queries: queries{w: sqlTx, r: sqlTx, d: db.d, clock: db.clock}}
+// txQueries returns the query methods of sqlTx, a transaction on the pool
+// whose statements stmts caches.
+func (db *DB) txQueries(sqlTx *sql.Tx, stmts *stmtCache) *Tx {
+	return &Tx{queries: queries{w: sqlTx, r: sqlTx, d: db.d, clock: db.clock, ws: stmts, rs: stmts, tx: sqlTx}}
+}
+
+// prepareWanted prepares the statements first met inside a transaction
+// that has ended, unless ctx is done.
+func (db *DB) prepareWanted(ctx context.Context, stmts *stmtCache) {
+	if stmts != nil && ctx.Err() == nil {
+		stmts.prepareWanted(ctx)
+	}
 }
