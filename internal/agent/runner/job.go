@@ -75,7 +75,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// An archive's download starts before the job directory is made: the
 	// request's round trip overlaps the directory's creation.
 	var pre *prefetch
-	if j.spec.Source.Kind == SourceArchive {
+	if j.spec.Source.Kind == SourceArchive && len(j.spec.Source.ArchiveInline) == 0 {
 		pre = j.startFetch(ctx, j.spec.Source.ArchiveURL)
 	}
 	dirs, err := j.r.makeDirs(j.spec.ID)
