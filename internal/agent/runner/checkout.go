@@ -126,7 +126,6 @@ func (j *jobRun) extractInline(data []byte, want string) error {
 	if got := hex.EncodeToString(sum[:]); got != want {
 		return fmt.Errorf("inline archive is corrupt: %d bytes with sha256 %s, want %s", len(data), got, want)
 	}
-	j.out.note("using the archive sent with the job (%s)", formatBytes(int64(len(data))))
 	st, err := extractTarGz(bytes.NewReader(data), j.dirs.src, j.r.cfg.MaxArchiveBytes)
 	if err != nil {
 		return fmt.Errorf("extract archive: %w", err)
