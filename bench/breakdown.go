@@ -55,7 +55,8 @@ func readLog(path string, msgs ...string) (map[string]map[string]time.Time, erro
 // breakdown splits each sample's time into stages, from timestamps that
 // all come from the same wall clock: the bench's own (start, response,
 // SSE), the orchestrator's and the agent's JSON logs (nanoseconds), the
-// job-level log lines the agent stamps ("fetching", "extracted") and the
+// job-level log lines the agent stamps ("fetching", or "using the archive
+// sent with the job" for an inline archive, and "extracted") and the
 // job's finished_at the orchestrator stores when it applies the final
 // status (microseconds).
 func breakdown(ctx context.Context, c *client, orchLog, agentLog string, samples []sample) ([]stage, error) {
@@ -96,7 +97,7 @@ func breakdown(ctx context.Context, c *client, orchLog, agentLog string, samples
 		var fetching, extracted time.Time
 		for _, l := range lines {
 			switch {
-			case strings.Contains(l.Text, "] fetching "):
+			case strings.Contains(l.Text, "] fetching "), strings.Contains(l.Text, "] using the archive sent with the job"):
 				fetching = l.TS
 			case strings.Contains(l.Text, "] extracted "):
 				extracted = l.TS

@@ -200,6 +200,7 @@ func (a *Agent) jobSpec(d *protocol.JobDispatch) runner.JobSpec {
 	src := runner.Source{Kind: d.Source.Kind, CloneURL: d.Source.CloneURL, SHA: d.Source.SHA, Ref: d.Source.Ref}
 	if d.Source.Kind == protocol.SourceArchive {
 		src.ArchiveURL = a.resolve(d.Source.ArchiveURL)
+		src.ArchiveInline, src.ArchiveSHA256 = d.Source.ArchiveInline, d.Source.ArchiveSHA256
 	}
 	event, inputs := eventFromEnv(d.EventEnv)
 	if d.Event != nil {

@@ -123,6 +123,7 @@ func (a *Agent) register(ctx context.Context, conn *websocket.Conn) (*protocol.R
 		InFlight:    inFlight,
 		OneShot:     a.cfg.OneShot,
 		ScalerAgent: a.cfg.ScalerAgent,
+		Features:    []string{protocol.FeatureArchiveInline},
 	}
 	if err := a.write(ctx, conn, msg); err != nil {
 		return nil, nil, err

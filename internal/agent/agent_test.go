@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/kici-dev/kici/internal/agent"
 	"github.com/kici-dev/kici/internal/protocol"
@@ -489,6 +491,65 @@ func TestArchiveNeedsTheJobToken(t *testing.T) {
 	}
 	if js := finalJob(t, msgs); !strings.Contains(js.Error, "401") {
 		t.Errorf("job.status error: got %q, want it to name the HTTP 401", js.Error)
+	}
+}
+
+// TestInlineArchive: the agent announces the archive_inline feature; an
+// archive sent with the dispatch is extracted and the orchestrator gets no
+// archive request; one whose SHA-256 does not match fails the job, naming
+// the corruption, also without a request.
+func TestInlineArchive(t *testing.T) {
+	t.Parallel()
+	archive := readmeArchive("hello from the inline archive\n")
+	tests := []struct {
+		name      string
+		sha256    string // "" for the archive's own
+		want      []string
+		wantLines []string
+		wantErr   string
+	}{
+		{name: "extracted", want: []string{"ack", "log -1", "job running", "step 0 running", "log 0", "step 0 success", "job success"},
+			wantLines: []string{"hello from the inline archive"}},
+		{name: "corrupt", sha256: strings.Repeat("0", 64), want: []string{"ack", "log -1", "step 0 skipped", "job failure"},
+			wantErr: "inline archive is corrupt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeOrchestrator(t)
+			startAgent(t, f, nil)
+			f.waitFor("a registration", func() bool { return f.conns == 1 })
+			f.mu.Lock()
+			features := f.registers[0].Features
+			f.mu.Unlock()
+			if !slices.Contains(features, protocol.FeatureArchiveInline) {
+				t.Fatalf("register features: got %q, want %q among them", features, protocol.FeatureArchiveInline)
+			}
+			d := dispatch("i1", workflow.Step{Run: "cat README"})
+			if !d.InlineArchive(archive) {
+				t.Fatal("InlineArchive: got false, want the small archive inlined")
+			}
+			if tc.sha256 != "" {
+				d.Source.ArchiveSHA256 = tc.sha256
+			}
+			f.send(d)
+			msgs := f.jobEnded("i1")
+			if diff := cmp.Diff(tc.want, summary(msgs)); diff != "" {
+				t.Errorf("messages (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantLines, linesOf(msgs, 0), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("step 0 lines (-want +got):\n%s", diff)
+			}
+			if js := finalJob(t, msgs); !strings.Contains(js.Error, tc.wantErr) {
+				t.Errorf("job.status error: got %q, want it to contain %q", js.Error, tc.wantErr)
+			}
+			f.mu.Lock()
+			n := f.archiveRequests
+			f.mu.Unlock()
+			if n != 0 {
+				t.Errorf("archive requests: got %d, want 0 (the archive came with the dispatch)", n)
+			}
+		})
 	}
 }
 

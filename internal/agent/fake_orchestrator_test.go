@@ -368,14 +368,18 @@ func (f *fakeOrchestrator) serveArchive(w http.ResponseWriter, r *http.Request) 
 		http.Error(w, "try again", http.StatusServiceUnavailable)
 		return
 	}
+	w.Header().Set("Content-Type", "application/gzip")
+	_, _ = w.Write(readmeArchive("hello from the archive\n"))
+}
+
+// readmeArchive returns a tar.gz holding one file, README, with body.
+func readmeArchive(body string) []byte {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	body := "hello from the archive\n"
 	_ = tw.WriteHeader(&tar.Header{Name: "README", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))})
 	_, _ = tw.Write([]byte(body))
 	_ = tw.Close()
 	_ = gz.Close()
-	w.Header().Set("Content-Type", "application/gzip")
-	_, _ = w.Write(buf.Bytes())
+	return buf.Bytes()
 }

@@ -68,7 +68,7 @@ type Cache struct {
 	// name, so that concurrent requests for one archive share one produce.
 	flights map[string]*flight
 
-	// onWait, if set (by tests), is called each time a Serve call starts
+	// onWait, if set (by tests), is called each time a Serve or Bytes call starts
 	// waiting for a flight, after it has been counted as a waiter.
 	onWait func()
 }
@@ -207,45 +207,83 @@ func New(dir string, maxEntries int, logger *slog.Logger) (*Cache, error) {
 // Errors from writing to w are returned as is (the client went away); they
 // never delete the entry.
 func (c *Cache) Serve(ctx context.Context, source, sha string, w io.Writer, produce func(ctx context.Context, w io.Writer) error) (hit bool, err error) {
-	if err := validate(source, sha); err != nil {
+	r, hit, release, err := c.acquire(ctx, source, sha, produce)
+	if err != nil {
 		return false, err
 	}
+	defer release()
+	_, err = io.Copy(w, r)
+	return hit, err
+}
+
+// Bytes returns the archive of (source, sha) in memory if it is at most max
+// bytes; ok is false, with a nil error, if it is larger. It finds or
+// produces the archive exactly as Serve does (one produce call shared by
+// every concurrent Serve and Bytes call for the key, the archive cached
+// whatever its size), and like Serve it returns ctx's error when ctx ends
+// while it waits, without stopping the produce call. An archive over max is
+// never read.
+func (c *Cache) Bytes(ctx context.Context, source, sha string, max int64, produce func(ctx context.Context, w io.Writer) error) (data []byte, ok bool, err error) {
+	r, _, release, err := c.acquire(ctx, source, sha, produce)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	if r.Size() > max {
+		return nil, false, nil
+	}
+	data = make([]byte, r.Size())
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, false, fmt.Errorf("archivecache: reading archive of %s at %s: %w", source, sha, err)
+	}
+	return data, true, nil
+}
+
+// acquire returns a reader of the whole archive of (source, sha), producing
+// it on a miss (see Serve), whether it was a hit, and a function to call
+// once done reading.
+func (c *Cache) acquire(ctx context.Context, source, sha string, produce func(ctx context.Context, w io.Writer) error) (r *io.SectionReader, hit bool, release func(), err error) {
+	if err := validate(source, sha); err != nil {
+		return nil, false, nil, err
+	}
 	if produce == nil {
-		return false, errors.New("archivecache: nil produce function")
+		return nil, false, nil, errors.New("archivecache: nil produce function")
 	}
 	name := entryName(source, sha)
 	path := filepath.Join(c.dir, name)
 
-	// Open first and stream from the descriptor: if the entry is evicted
+	// Open first and read from the descriptor: if the entry is evicted
 	// while we read, the unlinked file stays readable.
 	f, err := os.Open(path)
 	if err == nil {
-		defer f.Close()
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, false, nil, fmt.Errorf("archivecache: reading entry for %s at %s: %w", source, sha, err)
+		}
 		c.touch(name, path)
-		_, err = io.Copy(w, f)
-		return true, err
+		return io.NewSectionReader(f, 0, info.Size()), true, func() { f.Close() }, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return false, fmt.Errorf("archivecache: opening entry for %s at %s: %w", source, sha, err)
+		return nil, false, nil, fmt.Errorf("archivecache: opening entry for %s at %s: %w", source, sha, err)
 	}
 
 	// Miss. Do not start work for a caller who has already gone.
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return nil, false, nil, err
 	}
 	fl := c.join(ctx, name, path, source, sha, produce)
 	select {
 	case <-fl.done:
 	case <-ctx.Done():
 		c.release(fl)
-		return false, ctx.Err()
+		return nil, false, nil, ctx.Err()
 	}
-	defer c.release(fl)
 	if fl.err != nil {
-		return false, fl.err
+		c.release(fl)
+		return nil, false, nil, fl.err
 	}
-	_, err = io.Copy(w, io.NewSectionReader(fl.file, 0, fl.size))
-	return !fl.produced, err
+	return io.NewSectionReader(fl.file, 0, fl.size), !fl.produced, func() { c.release(fl) }, nil
 }
 
 // join returns the flight for name, starting one if there is none, and

@@ -547,3 +547,153 @@ func TestReadWhileEvicted(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// TestBytes checks Bytes on a hit, on a miss, and for an archive over the
+// limit: the caller gets no bytes, but the archive is cached all the same.
+func TestBytes(t *testing.T) {
+	t.Parallel()
+	small := randomBytes(t, 3000)
+	tests := []struct {
+		name     string
+		cached   bool // Serve the archive once before Bytes
+		max      int64
+		wantOK   bool
+		wantCall int32 // produce calls in all
+	}{
+		{"miss", false, 3000, true, 1},
+		{"hit", true, 3000, true, 1},
+		{"miss over the limit", false, 2999, false, 1},
+		{"hit over the limit", true, 2999, false, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCache(t, t.TempDir(), 4)
+			p := &counter{content: small}
+			if tc.cached {
+				if _, err := c.Serve(t.Context(), "repo", shaA, io.Discard, p.produce); err != nil {
+					t.Fatalf("Serve: %v", err)
+				}
+			}
+			data, ok, err := c.Bytes(t.Context(), "repo", shaA, tc.max, p.produce)
+			if err != nil {
+				t.Fatalf("Bytes: got error %v, want nil", err)
+			}
+			if ok != tc.wantOK {
+				t.Fatalf("Bytes(max %d) of %d bytes: got ok %v, want %v", tc.max, len(small), ok, tc.wantOK)
+			}
+			if tc.wantOK && !bytes.Equal(data, small) {
+				t.Errorf("Bytes: got %d bytes that differ from the archive", len(data))
+			}
+			if !tc.wantOK && data != nil {
+				t.Errorf("Bytes over the limit: got %d bytes, want none", len(data))
+			}
+			// Whatever Bytes returned, the archive is now an entry.
+			hit, err := c.Serve(t.Context(), "repo", shaA, io.Discard, p.produce)
+			if err != nil || !hit {
+				t.Errorf("Serve after Bytes: got hit %v, error %v, want a hit", hit, err)
+			}
+			if got := p.calls.Load(); got != tc.wantCall {
+				t.Errorf("produce called %d times, want %d", got, tc.wantCall)
+			}
+		})
+	}
+}
+
+// TestBytesConcurrentMissProducesOnce checks that concurrent Bytes and
+// Serve calls for one missing archive share one produce call.
+func TestBytesConcurrentMissProducesOnce(t *testing.T) {
+	t.Parallel()
+	c := newCache(t, t.TempDir(), 4)
+	hook, await := waitN(t)
+	c.onWait = hook
+
+	content := randomBytes(t, 64<<10)
+	release := make(chan struct{})
+	var calls atomic.Int32
+	produce := func(ctx context.Context, w io.Writer) error {
+		calls.Add(1)
+		<-release
+		_, err := w.Write(content)
+		return err
+	}
+	const n = 6
+	var wg sync.WaitGroup
+	got := make([][]byte, n)
+	errs := make([]error, n)
+	var served bytes.Buffer
+	var serveErr error
+	for i := range n {
+		wg.Go(func() {
+			var ok bool
+			got[i], ok, errs[i] = c.Bytes(t.Context(), "repo", shaA, int64(len(content)), produce)
+			if errs[i] == nil && !ok {
+				errs[i] = errors.New("not ok")
+			}
+		})
+	}
+	wg.Go(func() { _, serveErr = c.Serve(t.Context(), "repo", shaA, &served, produce) })
+	await(n + 1) // Every caller waits on the one flight.
+	close(release)
+	wg.Wait()
+
+	if got := calls.Load(); got != 1 {
+		t.Fatalf("produce called %d times, want 1", got)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("Bytes caller %d: got error %v, want the archive", i, errs[i])
+		}
+		if !bytes.Equal(got[i], content) {
+			t.Fatalf("Bytes caller %d: got %d bytes that differ from the archive", i, len(got[i]))
+		}
+	}
+	if serveErr != nil || !bytes.Equal(served.Bytes(), content) {
+		t.Fatalf("Serve: got %d bytes, error %v, want the archive", served.Len(), serveErr)
+	}
+}
+
+// TestBytesGivesUpWaiting checks that a Bytes call whose ctx ends while
+// the archive is produced returns at once with ctx's error, and that the
+// produce call goes on and caches the archive.
+func TestBytesGivesUpWaiting(t *testing.T) {
+	t.Parallel()
+	c := newCache(t, t.TempDir(), 4)
+	hook, await := waitN(t)
+	c.onWait = hook
+
+	release := make(chan struct{})
+	produced := make(chan struct{})
+	produce := func(ctx context.Context, w io.Writer) error {
+		defer close(produced)
+		<-release
+		_, err := w.Write([]byte("archive"))
+		return err
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.Bytes(ctx, "repo", shaA, 1<<20, produce)
+		done <- err
+	}()
+	await(1)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Bytes after its ctx ended: got error %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Bytes did not return after its ctx ended")
+	}
+	close(release)
+	<-produced
+	// The flight finishes after produce returns; a later call joins it or
+	// finds the entry, and never produces again.
+	data, ok, err := c.Bytes(t.Context(), "repo", shaA, 1<<20, func(context.Context, io.Writer) error {
+		return errors.New("produced twice")
+	})
+	if err != nil || !ok || string(data) != "archive" {
+		t.Fatalf("Bytes after the produce call ended: got %q, ok %v, error %v, want %q", data, ok, err, "archive")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +59,21 @@ func (noObserver) TimeToStart(time.Duration)         {}
 func (noObserver) JobDuration(string, time.Duration) {}
 func (noObserver) LogChunkReceived()                 {}
 
+// agentKey is the context key of the *Agent a dispatch is built for.
+type agentKey struct{}
+
+// AgentSupports reports whether the agent a dispatch is being built for
+// announced feature (a protocol.Feature* name) when it registered. ctx is
+// the one the Dispatcher passes to BuildDispatch; any other ctx supports
+// nothing.
+func AgentSupports(ctx context.Context, feature string) bool {
+	a, _ := ctx.Value(agentKey{}).(*Agent)
+	return a != nil && slices.Contains(a.Features, feature)
+}
+
 // DispatchBuilder fills in what a dispatch carries beyond the job itself:
-// where the code comes from, run metadata, the job token, secrets. An
+// where the code comes from, run metadata, the job token, secrets. Its ctx
+// tells what the receiving agent supports ([AgentSupports]). An
 // *UnrunnableError fails the job at once; any other error sends it back
 // to the queue.
 type DispatchBuilder interface {
@@ -365,7 +379,7 @@ func (d *Dispatcher) sendClaimed(ctx context.Context, c claimed) (bool, error) {
 	if s := d.scalerOf(); s != nil && a.Backend != "static" {
 		s.OnAgentBusy(a.ID)
 	}
-	msg, err := d.build.BuildDispatch(ctx, c.run, job, attempt)
+	msg, err := d.build.BuildDispatch(context.WithValue(ctx, agentKey{}, a), c.run, job, attempt)
 	var unrunnable *UnrunnableError
 	if errors.As(err, &unrunnable) {
 		a.release(job.ID)

@@ -41,7 +41,10 @@ type Agent struct {
 	// A registration of an id bound to another credential is refused while
 	// the bound agent is connected or holds a job (see Dispatcher.Register).
 	Credential string
-	conn       Conn
+	// Features are the optional protocol behaviours the agent announced
+	// (register's features); see AgentSupports.
+	Features []string
+	conn     Conn
 
 	mu       sync.Mutex
 	boundJob string          // the job a scaler spawned this agent for, until claimed
@@ -60,7 +63,7 @@ func NewAgent(reg *protocol.Register, conn Conn, backend string, now time.Time) 
 	return &Agent{
 		ID: reg.AgentID, Labels: labels, Capacity: max(1, reg.Concurrency), Version: reg.Version,
 		Hostname: reg.Hostname, Backend: backend, OneShot: reg.OneShot, ConnectedAt: now,
-		conn: conn, busy: map[string]bool{},
+		Features: slices.Clone(reg.Features), conn: conn, busy: map[string]bool{},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -159,7 +160,14 @@ func (s *Server) build(ctx context.Context) error {
 		Changed: func(source string) { s.schedules.Kick(source) }})
 	s.pipe = pipe
 	s.schedules = schedules.New(s.log, pipe, s.db, schedules.Config{Refresh: s.cfg.ScheduleRefresh})
-	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL}, logSink{s.logs}, dispatch.Config{
+	var archives *archivecache.Cache
+	if n := s.cfg.ArchiveCacheEntries; n > 0 {
+		if archives, err = archivecache.New(filepath.Join(s.cfg.DataDir, "archive-cache"), n, s.log); err != nil {
+			return err
+		}
+	}
+	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL,
+		archives: archives, pipe: pipe, log: s.log}, logSink{s.logs}, dispatch.Config{
 		AckTimeout:         s.cfg.DispatchAckTimeout,
 		RecoveryWindow:     s.cfg.AgentRecoveryWindow,
 		QueueSweepInterval: s.cfg.QueueSweepInterval,
@@ -189,11 +197,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s,
 		TrustedProxies: s.cfg.TrustedProxies, AllowFileGitURLs: s.cfg.AllowFileGitURLs}
-	if n := s.cfg.ArchiveCacheEntries; n > 0 {
-		if apiCfg.Archives, err = archivecache.New(filepath.Join(s.cfg.DataDir, "archive-cache"), n, s.log); err != nil {
-			return err
-		}
-	}
+	apiCfg.Archives = archives
 	if s.scalers != nil {
 		apiCfg.Scalers = s.scalers
 	}
@@ -569,12 +573,23 @@ func (b dispatchBuilder) resolveSecrets(ctx context.Context, run store.Run, rec 
 	return values, err
 }
 
+// inlineArchiveWait bounds how long building a dispatch waits for its
+// source archive to be produced for inlining; the produce call goes on
+// after that, for the agent's download to share.
+const inlineArchiveWait = 5 * time.Second
+
 // dispatchBuilder fills in a dispatch: the source archive to fetch with
-// the job token, run metadata, and the secrets the job declares.
+// the job token (or the archive itself, when small), run metadata, and the
+// secrets the job declares.
 type dispatchBuilder struct {
 	tokens    *auth.JobTokens
 	secrets   *secrets.Service
 	publicURL string
+	// archives, if not nil, is the archive cache the API serves archives
+	// from; the builder inlines small ones from it.
+	archives *archivecache.Cache
+	pipe     *pipeline.Pipeline
+	log      *slog.Logger
 }
 
 func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job store.Job, attempt int) (*protocol.JobDispatch, error) {
@@ -587,7 +602,7 @@ func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job s
 	if err != nil {
 		return nil, err
 	}
-	return &protocol.JobDispatch{
+	d := &protocol.JobDispatch{
 		Event: &vars, Inputs: inputs, EventEnv: workflow.RuntimeEnv(vars, inputs),
 		JobID: job.ID, RunID: run.ID, Attempt: attempt, Job: job.Spec,
 		Source: protocol.Source{
@@ -604,5 +619,35 @@ func (b dispatchBuilder) BuildDispatch(ctx context.Context, run store.Run, job s
 		TimeoutMS: job.Spec.TimeoutMS,
 		Secrets:   values,
 		Masks:     secrets.Masks(values),
-	}, nil
+	}
+	if b.archives != nil && dispatch.AgentSupports(ctx, protocol.FeatureArchiveInline) {
+		b.inlineArchive(ctx, run, d)
+	}
+	return d, nil
+}
+
+// inlineArchive puts the run's source archive in d if the archive cache has
+// it or produces it within inlineArchiveWait and it is small enough
+// (protocol.MaxInlineArchiveBytes); otherwise d keeps only its ArchiveURL,
+// which the agent fetches. It reads through the cache, so the dispatches
+// and downloads of one commit share one produce call.
+func (b dispatchBuilder) inlineArchive(ctx context.Context, run store.Run, d *protocol.JobDispatch) {
+	ctx, cancel := context.WithTimeout(ctx, inlineArchiveWait)
+	defer cancel()
+	produce := func(ctx context.Context, w io.Writer) error {
+		_, src, err := b.pipe.Source(ctx, run.Source)
+		if err != nil {
+			return err
+		}
+		return src.Archive(ctx, run.SHA, w)
+	}
+	data, ok, err := b.archives.Bytes(ctx, run.Source, run.SHA, protocol.MaxInlineArchiveBytes, produce)
+	switch {
+	case err != nil:
+		b.log.Debug("archive not inlined", "job_id", d.JobID, "source", run.Source, "sha", run.SHA, "error", err)
+	case !ok:
+		b.log.Debug("archive not inlined: too large", "job_id", d.JobID, "source", run.Source, "sha", run.SHA)
+	case !d.InlineArchive(data):
+		b.log.Debug("archive not inlined: the dispatch would be too large", "job_id", d.JobID, "bytes", len(data))
+	}
 }

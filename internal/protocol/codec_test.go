@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -171,6 +172,10 @@ func TestDecodeErrors(t *testing.T) {
 			`register: "concurrency" is 0, want >= 1`},
 		{"register empty label", `{"v":1,"type":"register","agent_id":"a1","concurrency":1,"labels":["x",""]}`,
 			protocol.ErrInvalid, `register: "labels[1]" is empty`},
+		{"register empty feature", `{"v":1,"type":"register","agent_id":"a1","concurrency":1,"features":[""]}`,
+			protocol.ErrInvalid, `register: "features[0]" is empty`},
+		{"register repeated feature", `{"v":1,"type":"register","agent_id":"a1","concurrency":1,"features":["archive_inline","archive_inline"]}`,
+			protocol.ErrInvalid, `register: "features[1]" repeats "archive_inline"`},
 		{"register repeated label", `{"v":1,"type":"register","agent_id":"a1","concurrency":1,"labels":["x","x"]}`,
 			protocol.ErrInvalid, `register: "labels[1]" repeats "x"`},
 		{"register in_flight missing job_id",
@@ -202,6 +207,25 @@ func TestDecodeErrors(t *testing.T) {
 			protocol.ErrInvalid, `job.dispatch: missing "source.clone_url"`},
 		{"dispatch missing sha", dispatchJSON(`"source":{"kind":"git","clone_url":"https://x/y.git"}`),
 			protocol.ErrInvalid, `job.dispatch: missing "source.sha"`},
+		{"dispatch inline archive without sha256",
+			dispatchJSON(`"source":{"kind":"archive","archive_url":"/a","sha":"abc","archive_inline":"AAEC"}`),
+			protocol.ErrInvalid, `job.dispatch: "source.archive_sha256" is "", want 64 lowercase hex characters`},
+		{"dispatch inline archive with a short sha256",
+			dispatchJSON(`"source":{"kind":"archive","archive_url":"/a","sha":"abc","archive_inline":"AAEC","archive_sha256":"abc"}`),
+			protocol.ErrInvalid, `job.dispatch: "source.archive_sha256" is "abc", want 64 lowercase hex characters`},
+		{"dispatch inline archive for git",
+			dispatchJSON(`"source":{"kind":"git","clone_url":"https://x/y.git","sha":"abc","archive_inline":"AAEC","archive_sha256":"` + strings.Repeat("a", 64) + `"}`),
+			protocol.ErrInvalid, `job.dispatch: "source.archive_inline" is set for "source.kind" "git", want it only for "archive"`},
+		{"dispatch inline archive over the limit",
+			dispatchJSON(`"source":{"kind":"archive","archive_url":"/a","sha":"abc","archive_sha256":"` + strings.Repeat("a", 64) +
+				`","archive_inline":"` + base64.StdEncoding.EncodeToString(make([]byte, protocol.MaxInlineArchiveBytes+1)) + `"}`),
+			protocol.ErrInvalid, fmt.Sprintf(`job.dispatch: "source.archive_inline" is %d bytes, limit %d`, protocol.MaxInlineArchiveBytes+1, protocol.MaxInlineArchiveBytes)},
+		{"dispatch sha256 without inline archive",
+			dispatchJSON(`"source":{"kind":"archive","archive_url":"/a","sha":"abc","archive_sha256":"` + strings.Repeat("a", 64) + `"}`),
+			protocol.ErrInvalid, `job.dispatch: "source.archive_sha256" is set without "source.archive_inline"`},
+		{"dispatch inline archive not base64",
+			dispatchJSON(`"source":{"kind":"archive","archive_url":"/a","sha":"abc","archive_inline":"!!","archive_sha256":"` + strings.Repeat("a", 64) + `"}`),
+			protocol.ErrMalformed, `job.dispatch`},
 		{"ack missing job_id", `{"v":1,"type":"job.ack","seq":1}`, protocol.ErrInvalid,
 			`job.ack: missing "job_id"`},
 		{"ack seq 0", `{"v":1,"type":"job.ack","job_id":"j1"}`, protocol.ErrInvalid,

@@ -1,8 +1,13 @@
 package protocol
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"regexp"
 
 	"github.com/kici-dev/kici/internal/workflow"
 )
@@ -16,6 +21,21 @@ const (
 	// checks out SHA.
 	SourceGit = "git"
 )
+
+// MaxInlineArchiveBytes bounds [Source.ArchiveInline]: the orchestrator
+// inlines only an archive of at most this many bytes (tar.gz), which base64
+// makes 4/3 as large in the message, so that the whole dispatch stays well
+// under [MaxMessageBytes]. A larger archive is fetched from
+// Source.ArchiveURL.
+const MaxInlineArchiveBytes = 256 << 10
+
+// inlineMargin is what [JobDispatch.InlineArchive] keeps free of
+// [MaxMessageBytes] beyond its own estimate: the envelope and the JSON
+// punctuation of the two inline fields need less than this.
+const inlineMargin = 1 << 10
+
+// sha256Re matches a SHA-256 digest in lowercase hex.
+var sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // JobDispatch hands one job to an agent (orchestrator → agent). The agent
 // answers within the ack deadline with [JobAck] or [JobReject] (seq 1);
@@ -79,6 +99,37 @@ type Source struct {
 	SHA string `json:"sha"`
 	// Ref is the branch or tag the commit was pushed to, if any.
 	Ref string `json:"ref,omitempty"`
+	// ArchiveInline is, optionally, the tar.gz that ArchiveURL serves,
+	// carried in the dispatch itself (base64 in JSON) so that the agent
+	// need not fetch it. At most [MaxInlineArchiveBytes]. The orchestrator
+	// sends it only to an agent that announced [FeatureArchiveInline]; an
+	// agent that gets none fetches ArchiveURL, which is always set.
+	ArchiveInline []byte `json:"archive_inline,omitempty"`
+	// ArchiveSHA256 is the SHA-256 of ArchiveInline in lowercase hex;
+	// required with it. The agent checks it before extracting and fails the
+	// job on a mismatch.
+	ArchiveSHA256 string `json:"archive_sha256,omitempty"`
+}
+
+// InlineArchive puts data in m.Source as the inline archive, with its
+// SHA-256, if data is at most [MaxInlineArchiveBytes] and the encoded
+// dispatch stays under [MaxMessageBytes]; otherwise it leaves m as it was.
+// It reports whether it inlined data. m must be complete otherwise: its
+// size is measured without the archive.
+func (m *JobDispatch) InlineArchive(data []byte) bool {
+	if len(data) == 0 || len(data) > MaxInlineArchiveBytes || m.Source.Kind != SourceArchive {
+		return false
+	}
+	rest, err := json.Marshal(m)
+	if err != nil {
+		return false
+	}
+	if len(rest)+base64.StdEncoding.EncodedLen(len(data))+sha256.Size*2+inlineMargin > MaxMessageBytes {
+		return false
+	}
+	sum := sha256.Sum256(data)
+	m.Source.ArchiveInline, m.Source.ArchiveSHA256 = data, hex.EncodeToString(sum[:])
+	return true
 }
 
 // Type returns [TypeJobDispatch].
@@ -102,6 +153,19 @@ func (m *JobDispatch) Validate() error {
 	case SourceGit:
 		c.required("source.clone_url", m.Source.CloneURL)
 	}
+	if n := len(m.Source.ArchiveInline); n > 0 {
+		if m.Source.Kind != SourceArchive {
+			c.failf("%q is set for %q %q, want it only for %q", "source.archive_inline", "source.kind", m.Source.Kind, SourceArchive)
+		}
+		if n > MaxInlineArchiveBytes {
+			c.failf("%q is %d bytes, limit %d", "source.archive_inline", n, MaxInlineArchiveBytes)
+		}
+		if !sha256Re.MatchString(m.Source.ArchiveSHA256) {
+			c.failf("%q is %q, want 64 lowercase hex characters", "source.archive_sha256", clip(m.Source.ArchiveSHA256))
+		}
+	} else if m.Source.ArchiveSHA256 != "" {
+		c.failf("%q is set without %q", "source.archive_sha256", "source.archive_inline")
+	}
 	c.required("source.sha", m.Source.SHA)
 	return c.err
 }
@@ -123,6 +187,7 @@ func (m JobDispatch) LogValue() slog.Value {
 		slog.String("job", m.Job.Name),
 		slog.String("sha", m.Source.SHA),
 		slog.Int("secrets", len(m.Secrets)),
+		slog.Int("archive_inline_bytes", len(m.Source.ArchiveInline)),
 	)
 }
 

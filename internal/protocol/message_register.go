@@ -1,10 +1,22 @@
 package protocol
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // RegisterTimeout is how long the orchestrator waits for [Register] on a new
 // connection before it closes it with [CloseRegisterTimeout].
 const RegisterTimeout = 10 * time.Second
+
+// Features an agent may list in [Register.Features]. A feature is an
+// optional behaviour both sides must understand; an orchestrator uses it
+// only with an agent that announced it, and ignores names it does not know.
+const (
+	// FeatureArchiveInline: the agent uses [Source.ArchiveInline] when a
+	// dispatch carries it, instead of fetching Source.ArchiveURL.
+	FeatureArchiveInline = "archive_inline"
+)
 
 // Register is the agent's first message on a new connection (agent →
 // orchestrator). The orchestrator answers with [Registered] or closes the
@@ -37,6 +49,15 @@ type Register struct {
 	// ScalerAgent means a scaler spawned this agent; AgentID must then be a
 	// spawn the orchestrator knows ([CloseUnknownScalerAgent]).
 	ScalerAgent bool `json:"scaler_agent,omitempty"`
+	// Features lists the optional protocol behaviours the agent
+	// understands (Feature* constants). Each must be non-empty and appear
+	// once; unknown names are allowed (a newer agent).
+	Features []string `json:"features,omitempty"`
+}
+
+// Supports reports whether the agent announced feature.
+func (m *Register) Supports(feature string) bool {
+	return slices.Contains(m.Features, feature)
 }
 
 // InFlightJob is one job an agent reports when it registers again.
@@ -58,6 +79,8 @@ func (m *Register) Validate() error {
 	c.nonEmptyItems("labels", m.Labels)
 	c.unique("labels", m.Labels)
 	c.atLeast("concurrency", int64(m.Concurrency), 1)
+	c.nonEmptyItems("features", m.Features)
+	c.unique("features", m.Features)
 	ids := make([]string, len(m.InFlight))
 	for i, j := range m.InFlight {
 		c.required(item("in_flight", i, "job_id"), j.JobID)

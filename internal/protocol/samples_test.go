@@ -26,6 +26,7 @@ func samples() []sample {
 		}},
 		{"register_scaler", &protocol.Register{
 			AgentID: "spawn-7f3a", Concurrency: 1, OneShot: true, ScalerAgent: true,
+			Features: []string{protocol.FeatureArchiveInline, "from-the-future"},
 		}},
 		{"registered", &protocol.Registered{
 			AgentID: "agent-1", HeartbeatIntervalMS: 30000, ServerVersion: "0.1.0",
@@ -60,6 +61,16 @@ func samples() []sample {
 			Source: protocol.Source{
 				Kind: protocol.SourceArchive, ArchiveURL: "/api/v1/jobs/job-2/source.tar.gz",
 				SHA: "0123456789abcdef0123456789abcdef01234567",
+			},
+		}},
+		{"job_dispatch_archive_inline", &protocol.JobDispatch{
+			JobID: "job-3", RunID: "run-1", Attempt: 1,
+			Job: workflow.Job{Name: "lint", Base: "lint", Steps: []workflow.Step{{Name: "step-1", Run: "make lint"}}},
+			Source: protocol.Source{
+				Kind: protocol.SourceArchive, ArchiveURL: "/api/v1/jobs/job-3/source.tar.gz",
+				SHA:           "0123456789abcdef0123456789abcdef01234567",
+				ArchiveInline: []byte("\x1f\x8b not really gzip"),
+				ArchiveSHA256: "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff",
 			},
 		}},
 		{"job_ack", &protocol.JobAck{JobID: "job-1", Seq: 1}},

@@ -1,7 +1,10 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,6 +34,9 @@ func (j *jobRun) checkout(ctx context.Context, pre *prefetch) (string, error) {
 		j.out.note("running in %s", dir)
 		return dir, nil
 	case SourceArchive:
+		if len(src.ArchiveInline) > 0 {
+			return j.dirs.src, j.extractInline(src.ArchiveInline, src.ArchiveSHA256)
+		}
 		return j.dirs.src, j.fetchArchive(ctx, src.ArchiveURL, pre)
 	case SourceGit:
 		return j.dirs.src, j.gitCheckout(ctx, src)
@@ -110,6 +116,22 @@ func (j *jobRun) fetchArchive(ctx context.Context, url string, pre *prefetch) er
 		case <-t.C:
 		}
 	}
+}
+
+// extractInline extracts the archive sent with the dispatch into the
+// checkout directory, with the same checks and limits as a downloaded one,
+// once its SHA-256 is the one the dispatch named.
+func (j *jobRun) extractInline(data []byte, want string) error {
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("inline archive is corrupt: %d bytes with sha256 %s, want %s", len(data), got, want)
+	}
+	st, err := extractTarGz(bytes.NewReader(data), j.dirs.src, j.r.cfg.MaxArchiveBytes)
+	if err != nil {
+		return fmt.Errorf("extract archive: %w", err)
+	}
+	j.out.note("extracted %d entries (%s)", st.entries, formatBytes(st.bytes))
+	return nil
 }
 
 // transientFetchError is a failed fetch worth another attempt: nothing was

@@ -74,9 +74,15 @@ func (r *Runner) run(ctx context.Context, spec JobSpec, rep Reporter, kill <-cha
 func (j *jobRun) run(ctx context.Context) Result {
 	// An archive's download starts before the job directory is made: the
 	// request's round trip overlaps the directory's creation.
+	// An inline archive needs no request: it is noted at the same point,
+	// and extracted once the directory exists.
 	var pre *prefetch
-	if j.spec.Source.Kind == SourceArchive {
-		pre = j.startFetch(ctx, j.spec.Source.ArchiveURL)
+	if src := j.spec.Source; src.Kind == SourceArchive {
+		if len(src.ArchiveInline) > 0 {
+			j.out.note("using the archive sent with the job (%s)", formatBytes(int64(len(src.ArchiveInline))))
+		} else {
+			pre = j.startFetch(ctx, src.ArchiveURL)
+		}
 	}
 	dirs, err := j.r.makeDirs(j.spec.ID)
 	j.dirs = dirs // on an error too: Cleanup removes what was made

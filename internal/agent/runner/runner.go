@@ -156,6 +156,11 @@ type Source struct {
 	// ArchiveURL is the absolute URL of the tar.gz (SourceArchive). The
 	// request carries JobSpec.Token as a bearer token.
 	ArchiveURL string
+	// ArchiveInline, if not empty, is the tar.gz itself (SourceArchive),
+	// sent with the dispatch: it is extracted instead of fetching
+	// ArchiveURL, once its SHA-256 matches ArchiveSHA256 (lowercase hex).
+	ArchiveInline []byte
+	ArchiveSHA256 string
 	// CloneURL is what git fetches from (SourceGit).
 	CloneURL string
 	// SHA is the commit to check out (SourceGit); informational otherwise.
