@@ -53,7 +53,7 @@ type Server struct {
 	schedules *schedules.Scheduler
 	// pipe turns events into runs; it keeps a git process per source.
 	pipe *pipeline.Pipeline
-	ln        net.Listener
+	ln   net.Listener
 
 	// lock is the held data dir lock; self is this process in the
 	// database's instance table, where it is registered (on PostgreSQL)
