@@ -575,8 +575,10 @@ func (b dispatchBuilder) resolveSecrets(ctx context.Context, run store.Run, rec 
 
 // inlineArchiveWait bounds how long building a dispatch waits for its
 // source archive to be produced for inlining; the produce call goes on
-// after that, for the agent's download to share.
-const inlineArchiveWait = 5 * time.Second
+// after that, for the agent's download to share. It is short: dispatches
+// are sent one after another, and an archive that takes longer to make is
+// rarely small enough to inline anyway.
+const inlineArchiveWait = 100 * time.Millisecond
 
 // dispatchBuilder fills in a dispatch: the source archive to fetch with
 // the job token (or the archive itself, when small), run metadata, and the
