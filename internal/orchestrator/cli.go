@@ -33,6 +33,8 @@ const envHelp = `Environment (defaults in brackets):
   KICI_DEFAULT_JOB_TIMEOUT_MS    limit of jobs whose workflow sets none [21600000]
   KICI_CANCEL_GRACE_MS           SIGTERM-to-SIGKILL grace on cancel [10000]
   KICI_INSTANCE_HEARTBEAT_MS     PostgreSQL: how often this orchestrator renews its instance row; it counts as live for 5 of these [2000]
+  KICI_CLUSTER_ROLE              standalone (owns its database alone) or coordinator (shares PostgreSQL with other coordinators) [standalone]
+  KICI_SCHEDULE_REFRESH_MS       how often sources' default branches are read again for schedule triggers, besides after pushes [300000]
   KICI_RUN_RETENTION_DAYS        delete finished runs, their jobs and logs this many days after they ended; 0 = keep [0]
   KICI_AUDIT_RETENTION_DAYS      delete audit entries this many days old; 0 = keep [0]
   KICI_WEBHOOK_EVENT_RETENTION_DAYS  delete recorded webhook deliveries this many days old; 0 = keep [0]

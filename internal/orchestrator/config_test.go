@@ -38,6 +38,20 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "zero ack timeout", env: map[string]string{"KICI_DISPATCH_ACK_TIMEOUT_MS": "0"}, wantErr: "KICI_DISPATCH_ACK_TIMEOUT_MS: must be greater than 0"},
 		{name: "auth none beyond loopback", env: map[string]string{"KICI_AGENT_AUTH": "none"}, wantErr: "only allowed when KICI_HTTP_ADDR listens on loopback"},
 		{name: "auth none on loopback", env: map[string]string{"KICI_AGENT_AUTH": "none", "KICI_HTTP_ADDR": "127.0.0.1:4000"}},
+		{name: "cluster role and schedule refresh", env: map[string]string{"KICI_CLUSTER_ROLE": "coordinator", "KICI_DATABASE_URL": "postgres://db/kici",
+			"KICI_SECRET_KEY": strings.Repeat("ab", 32), "KICI_SCHEDULE_REFRESH_MS": "1500"}, check: func(t *testing.T, c Config) {
+			if c.ClusterRole != RoleCoordinator || c.ScheduleRefresh != 1500*time.Millisecond {
+				t.Errorf("got role %q, refresh %s; want coordinator and 1.5s", c.ClusterRole, c.ScheduleRefresh)
+			}
+		}},
+		{name: "default role and refresh", env: map[string]string{}, check: func(t *testing.T, c Config) {
+			if c.ClusterRole != RoleStandalone || c.ScheduleRefresh != 5*time.Minute {
+				t.Errorf("got role %q, refresh %s; want standalone and 5m", c.ClusterRole, c.ScheduleRefresh)
+			}
+		}},
+		{name: "coordinator needs postgres", env: map[string]string{"KICI_CLUSTER_ROLE": "coordinator"}, wantErr: "KICI_CLUSTER_ROLE=coordinator needs PostgreSQL"},
+		{name: "worker not available", env: map[string]string{"KICI_CLUSTER_ROLE": "worker"}, wantErr: "KICI_CLUSTER_ROLE=worker is not available yet"},
+		{name: "unknown role", env: map[string]string{"KICI_CLUSTER_ROLE": "leader"}, wantErr: `KICI_CLUSTER_ROLE="leader": want standalone or coordinator`},
 		{name: "bad database url", env: map[string]string{"KICI_DATABASE_URL": "mysql://x"}, wantErr: "want a postgres:// URL"},
 		{name: "bad public url", env: map[string]string{"KICI_PUBLIC_URL": "ftp://x"}, wantErr: "KICI_PUBLIC_URL"},
 		{name: "postgres needs a secret key", env: map[string]string{"KICI_DATABASE_URL": "postgres://db/kici"}, wantErr: "KICI_SECRET_KEY: required with PostgreSQL"},
