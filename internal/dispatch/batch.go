@@ -56,10 +56,23 @@ func (d *Dispatcher) ApplyBatch(ctx context.Context, a *Agent, msgs []protocol.M
 		acked[jobID] = len(res.Acks)
 		res.Acks = append(res.Acks, Ack{JobID: jobID, Seq: seq})
 	}
+	// applyOne applies m on its own, as Apply does.
+	applyOne := func(m protocol.Message) error {
+		seq, err := d.Apply(ctx, a, m)
+		if errors.Is(err, ErrNotOwner) {
+			res.Foreign = append(res.Foreign, err)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		jobID, _ := m.(protocol.JobScoped).JobSeq()
+		ack(jobID, seq)
+		return nil
+	}
 	var rest []protocol.Message
 	for _, m := range msgs {
-		js, ok := m.(protocol.JobScoped)
-		if !ok {
+		if _, ok := m.(protocol.JobScoped); !ok {
 			return BatchResult{}, fmt.Errorf("message %s is not job-scoped", m.Type())
 		}
 		if _, ok := m.(*protocol.LogChunk); !ok {
@@ -67,16 +80,9 @@ func (d *Dispatcher) ApplyBatch(ctx context.Context, a *Agent, msgs []protocol.M
 			continue
 		}
 		// Apply takes log chunks outside any transaction.
-		seq, err := d.Apply(ctx, a, m)
-		if errors.Is(err, ErrNotOwner) {
-			res.Foreign = append(res.Foreign, err)
-			continue
-		}
-		if err != nil {
+		if err := applyOne(m); err != nil {
 			return BatchResult{}, err
 		}
-		jobID, _ := js.JobSeq()
-		ack(jobID, seq)
 	}
 	if len(rest) == 0 {
 		return res, nil
@@ -134,16 +140,9 @@ func (d *Dispatcher) ApplyBatch(ctx context.Context, a *Agent, msgs []protocol.M
 	})
 	if store.IsStorageFull(err) {
 		for _, m := range rest {
-			seq, err := d.Apply(ctx, a, m)
-			if errors.Is(err, ErrNotOwner) {
-				res.Foreign = append(res.Foreign, err)
-				continue
-			}
-			if err != nil {
+			if err := applyOne(m); err != nil {
 				return res, err
 			}
-			jobID, _ := m.(protocol.JobScoped).JobSeq()
-			ack(jobID, seq)
 		}
 		return res, nil
 	}
