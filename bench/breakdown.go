@@ -75,7 +75,8 @@ func breakdown(ctx context.Context, c *client, orchLog, agentLog string, samples
 		"job dispatched → job accepted by the agent",
 		"job accepted → archive fetch starts",
 		"archive fetch + extract (orchestrator runs git archive)",
-		"extracted → job ended on the agent (step process, reports)",
+		"extracted → step output read by the agent (script, fork, exec, shell start)",
+		"step output → job ended on the agent (shell exit, step report)",
 		"job ended on the agent → final status applied by the orchestrator",
 		"final status applied → run success read from SSE",
 		"total",
@@ -94,7 +95,17 @@ func breakdown(ctx context.Context, c *client, orchLog, agentLog string, samples
 		if err != nil {
 			return nil, err
 		}
-		var fetching, extracted time.Time
+		stepLines, err := c.jobLogs(ctx, s.runID, job.Name, 0)
+		if err != nil {
+			return nil, err
+		}
+		var fetching, extracted, output time.Time
+		for _, l := range stepLines {
+			if l.Text == "hi" {
+				output = l.TS
+				break
+			}
+		}
 		for _, l := range lines {
 			switch {
 			case strings.Contains(l.Text, "] fetching "), strings.Contains(l.Text, "] using the archive sent with the job"):
@@ -107,9 +118,9 @@ func breakdown(ctx context.Context, c *client, orchLog, agentLog string, samples
 		dispatched, ok2 := olog["job dispatched"][job.ID]
 		accepted, ok3 := alog["job accepted"][job.ID]
 		ended, ok4 := alog["job ended"][job.ID]
-		if !ok1 || !ok2 || !ok3 || !ok4 || fetching.IsZero() || extracted.IsZero() {
-			return nil, fmt.Errorf("run %s: a log line is missing (run created %v, job dispatched %v, job accepted %v, job ended %v, fetching %v, extracted %v)",
-				s.runID, ok1, ok2, ok3, ok4, !fetching.IsZero(), !extracted.IsZero())
+		if !ok1 || !ok2 || !ok3 || !ok4 || fetching.IsZero() || extracted.IsZero() || output.IsZero() {
+			return nil, fmt.Errorf("run %s: a log line is missing (run created %v, job dispatched %v, job accepted %v, job ended %v, fetching %v, extracted %v, step output %v)",
+				s.runID, ok1, ok2, ok3, ok4, !fetching.IsZero(), !extracted.IsZero(), !output.IsZero())
 		}
 		points := []time.Duration{
 			created.Sub(s.start),
@@ -118,7 +129,8 @@ func breakdown(ctx context.Context, c *client, orchLog, agentLog string, samples
 			accepted.Sub(dispatched),
 			fetching.Sub(accepted),
 			extracted.Sub(fetching),
-			ended.Sub(extracted),
+			output.Sub(extracted),
+			ended.Sub(output),
 			job.FinishedAt.Sub(ended),
 			s.end.Sub(*job.FinishedAt),
 			s.end.Sub(s.start),
