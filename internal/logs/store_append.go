@@ -2,6 +2,7 @@ package logs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -92,56 +93,204 @@ func (s *Store) lockJob(k jobKey) *jobState {
 // ctx is checked before any work; the file operations themselves are not
 // interrupted.
 func (s *Store) Append(ctx context.Context, key StepKey, seq uint64, lines []Line) (bool, error) {
+	res := s.AppendAll(ctx, []Chunk{{Key: key, Seq: seq, Lines: lines}})
+	return res[0].Stored, res[0].Err
+}
+
+// Chunk is one log.chunk for AppendAll.
+type Chunk struct {
+	Key   StepKey
+	Seq   uint64
+	Lines []Line
+}
+
+// Appended is what became of one chunk of AppendAll, as Append reports it.
+type Appended struct {
+	Stored bool
+	Err    error
+}
+
+// AppendAll stores several chunks, in order, as Append stores each, but it
+// writes them all before it syncs anything: every file written is synced
+// once, and every directory that got a new file once, after the last
+// write, so that the file system commits them together (the chunks of
+// different jobs are synced in parallel). The chunks are published once
+// all are durable.
+//
+// A failure is confined to its job: every chunk of that job in the call
+// gets the error, its files are truncated back to their sizes before the
+// call and its position is restored, so the agent's replay of any of them
+// is stored again; the chunks of the other jobs are unaffected.
+func (s *Store) AppendAll(ctx context.Context, chunks []Chunk) []Appended {
+	return s.WriteAll(ctx, chunks).Sync()
+}
+
+// WriteAll is the first half of AppendAll: it writes the chunks and
+// returns before any sync. Their lines can be read once it returns (a
+// failed sync takes them back); Sync makes them durable, publishes them and
+// reports the outcome. Until Sync returns, the chunks' jobs stay locked:
+// the caller must call Sync, once, soon.
+func (s *Store) WriteAll(ctx context.Context, chunks []Chunk) *PendingAppend {
+	p := &PendingAppend{
+		b:      &appendBatch{s: s, jobs: map[jobKey]*batchJob{}},
+		chunks: chunks,
+		out:    make([]Appended, len(chunks)),
+		jobOf:  make([]*batchJob, len(chunks)),
+	}
 	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if err := key.validate(); err != nil {
-		return false, err
-	}
-	if seq == 0 {
-		return false, fmt.Errorf("append log %s: seq must be at least 1", key)
-	}
-	pos := position{attempt: max(key.Attempt, 1), seq: seq}
-
-	js := s.lockJob(jobKey{runID: key.RunID, jobID: key.JobID})
-	defer js.mu.Unlock()
-	if !js.loaded {
-		last, err := s.recoverJob(js.key)
-		if err != nil {
-			return false, err
+		for i := range p.out {
+			p.out[i].Err = err
 		}
-		js.last, js.loaded = last, true
+		return p
 	}
-	if !pos.after(js.last) {
+	for i, c := range chunks {
+		switch err := c.Key.validate(); {
+		case err != nil:
+			p.out[i].Err = err
+		case c.Seq == 0:
+			p.out[i].Err = fmt.Errorf("append log %s: seq must be at least 1", c.Key)
+		default:
+			p.jobOf[i] = p.b.job(jobKey{runID: c.Key.RunID, jobID: c.Key.JobID})
+		}
+	}
+	p.b.lock()
+	for i, c := range chunks {
+		if bj := p.jobOf[i]; bj != nil && bj.err == nil {
+			p.out[i].Stored = p.b.write(bj, i, c)
+		}
+	}
+	return p
+}
+
+// PendingAppend is a WriteAll waiting for its Sync.
+type PendingAppend struct {
+	b      *appendBatch
+	chunks []Chunk
+	out    []Appended
+	jobOf  []*batchJob // by chunk; nil for a chunk refused before any write
+}
+
+// Sync makes the chunks of WriteAll durable, publishes those stored, and
+// returns what became of each, as AppendAll does.
+func (p *PendingAppend) Sync() []Appended {
+	b := p.b
+	defer b.close()
+	b.sync()
+	for i, c := range p.chunks {
+		bj := p.jobOf[i]
+		if bj == nil {
+			continue
+		}
+		if bj.err != nil {
+			p.out[i] = Appended{Err: bj.err}
+			continue
+		}
+		if ev := bj.events[i]; ev != nil {
+			b.s.hub.publish(Event{RunID: c.Key.RunID, Kind: EventLog, Log: ev})
+		}
+	}
+	return p.out
+}
+
+// appendBatch is the state of one AppendAll.
+type appendBatch struct {
+	s     *Store
+	jobs  map[jobKey]*batchJob
+	order []*batchJob // in the order of their keys: the order of locking
+}
+
+// batchJob is one job's part of an AppendAll.
+type batchJob struct {
+	js     *jobState
+	prev   position // js.last before the call, restored on a failure
+	files  []*batchFile
+	events map[int]*LogEvent // by chunk index: what to publish
+	err    error             // set on the first failure; the job's chunks all fail
+}
+
+// batchFile is a step file written by an AppendAll.
+type batchFile struct {
+	path    string
+	f       *os.File
+	from    int64 // its size before the call
+	size    int64 // its size after the writes so far
+	created bool
+}
+
+func (b *appendBatch) job(k jobKey) *batchJob {
+	bj := b.jobs[k]
+	if bj == nil {
+		bj = &batchJob{js: &jobState{key: k}, events: map[int]*LogEvent{}}
+		b.jobs[k] = bj
+		b.order = append(b.order, bj)
+	}
+	return bj
+}
+
+// lock takes the state of every job of the batch, in the order of their
+// keys (so that two batches cannot wait on each other), and recovers the
+// position of a job this Store has not seen yet.
+func (b *appendBatch) lock() {
+	slices.SortFunc(b.order, func(x, y *batchJob) int {
+		return cmp.Or(strings.Compare(x.js.key.runID, y.js.key.runID), strings.Compare(x.js.key.jobID, y.js.key.jobID))
+	})
+	for _, bj := range b.order {
+		bj.js = b.s.lockJob(bj.js.key)
+		if !bj.js.loaded {
+			last, err := b.s.recoverJob(bj.js.key)
+			if err != nil {
+				bj.err = err
+				continue
+			}
+			bj.js.last, bj.js.loaded = last, true
+		}
+		bj.prev = bj.js.last
+	}
+}
+
+// write writes chunk i, c, of the batch's job bj, without syncing; it
+// reports whether the chunk counts as stored (false: a replay), provided
+// the batch's syncs succeed.
+func (b *appendBatch) write(bj *batchJob, i int, c Chunk) bool {
+	s := b.s
+	pos := position{attempt: max(c.Key.Attempt, 1), seq: c.Seq}
+	if !pos.after(bj.js.last) {
 		s.chunksSkipped.Add(1)
-		return false, nil
+		return false
 	}
-	if len(lines) == 0 {
-		js.last = pos
-		return true, nil
+	if len(c.Lines) == 0 {
+		bj.js.last = pos
+		return true
 	}
-
-	buf, err := encodeChunk(pos, lines)
+	buf, err := encodeChunk(pos, c.Lines)
 	if err != nil {
-		return false, fmt.Errorf("append log %s: %w", key, err)
+		bj.fail(fmt.Errorf("append log %s: %w", c.Key, err))
+		return false
 	}
-	from, err := s.writeChunk(js, key, buf)
+	f, err := b.file(bj, c.Key)
 	if err != nil {
-		return false, err
+		bj.fail(err)
+		return false
 	}
-	js.last = pos
-	s.bytesStored.Add(int64(len(buf)))
-	s.chunksStored.Add(1)
-
+	n, err := s.write(f.f, buf)
+	if err == nil && n < len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		bj.fail(fmt.Errorf("append log %q: %w", f.path, err))
+		return false
+	}
 	attempt := 0
 	if pos.attempt > 1 {
 		attempt = pos.attempt
 	}
-	s.hub.publish(Event{RunID: key.RunID, Kind: EventLog, Log: &LogEvent{
-		JobID: key.JobID, Step: key.Step, Attempt: attempt, Seq: seq,
-		Cursor: from, Next: from + int64(len(buf)), Lines: slices.Clone(lines),
-	}})
-	return true, nil
+	bj.events[i] = &LogEvent{
+		JobID: c.Key.JobID, Step: c.Key.Step, Attempt: attempt, Seq: c.Seq,
+		Cursor: f.size, Next: f.size + int64(len(buf)), Lines: slices.Clone(c.Lines),
+	}
+	f.size += int64(len(buf))
+	bj.js.last = pos
+	return true
 }
 
 // encodeChunk renders the chunk's lines as stored records, each ending in
@@ -164,20 +313,18 @@ func encodeChunk(pos position, lines []Line) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeChunk appends buf to the step's file with one write, syncs it, and
-// returns the file's previous size. On failure it truncates the file back.
-//
-// The syncs come after every directory and file is created and the data
-// written, so that a journaling file system commits them all at once: the
-// file's data (fdatasync), then, for a new file, its directory, and, for the
-// first chunk of the job in this process, the job directory's entry in the
-// run directory and, for a run not synced yet, the run directory's entry in
-// the root (see makeJobDirs and syncJobDirs).
-func (s *Store) writeChunk(js *jobState, key StepKey, buf []byte) (int64, error) {
-	path := s.stepPath(key)
-	if !js.dirReady {
-		if err := s.makeJobDirs(key.RunID, key.JobID); err != nil {
-			return 0, fmt.Errorf("append log %q: %w", path, err)
+// file returns the batch's open step file of key, opening (or creating)
+// it on first use, and the job's directories first if they are not ready.
+func (b *appendBatch) file(bj *batchJob, key StepKey) (*batchFile, error) {
+	path := b.s.stepPath(key)
+	for _, f := range bj.files {
+		if f.path == path {
+			return f, nil
+		}
+	}
+	if !bj.js.dirReady {
+		if err := b.s.makeJobDirs(key.RunID, key.JobID); err != nil {
+			return nil, fmt.Errorf("append log %q: %w", path, err)
 		}
 	}
 	created := false
@@ -187,49 +334,124 @@ func (s *Store) writeChunk(js *jobState, key StepKey, buf []byte) (int64, error)
 		created = true
 	}
 	if err != nil {
-		return 0, fmt.Errorf("append log %q: %w", path, err)
+		return nil, fmt.Errorf("append log %q: %w", path, err)
 	}
-	defer f.Close() // after the sync, a close error cannot lose data
-
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("append log %q: %w", path, err)
+		f.Close()
+		return nil, fmt.Errorf("append log %q: %w", path, err)
 	}
-	from := fi.Size()
-	n, err := s.write(f, buf)
-	if err == nil && n < len(buf) {
-		err = io.ErrShortWrite
+	bf := &batchFile{path: path, f: f, from: fi.Size(), size: fi.Size(), created: created}
+	if created {
+		bj.js.entryUnsynced = true // until the directory's sync returns
 	}
-	if err == nil {
-		err = s.syncFile(f)
-	}
-	if err == nil && (created || js.entryUnsynced) {
-		js.entryUnsynced = true // until the sync below returns
-		if err = s.syncDir(filepath.Dir(path)); err == nil {
-			js.entryUnsynced = false
-		}
-	}
-	if err == nil && !js.dirReady {
-		err = s.syncJobDirs(key.RunID)
-	}
-	if err != nil {
-		if terr := f.Truncate(from); terr != nil {
-			// The file may end in half a record: recover the job from its
-			// files (which cuts it) before the next append.
-			js.loaded = false
-			err = errors.Join(err, fmt.Errorf("truncate back to %d bytes: %w", from, terr))
-		}
-		return 0, fmt.Errorf("append log %q: %w", path, err)
-	}
-	js.dirReady = true
-	return from, nil
+	bj.files = append(bj.files, bf)
+	return bf, nil
 }
 
-// Prepare creates a job's log directory (and its run's) and syncs their
-// entries, so that the job's first chunk costs only the sync of its data and
-// of its new file's entry. The orchestrator may call it when it dispatches
-// the job, off the path of the agent's output; Append does the same itself
-// for a job not prepared. Preparing a prepared job does nothing.
+// fail records the job's first failure.
+func (bj *batchJob) fail(err error) {
+	if bj.err == nil {
+		bj.err = err
+	}
+}
+
+// sync makes every job's writes durable, the jobs in parallel: see
+// syncJob. A job whose sync fails is rolled back.
+func (b *appendBatch) sync() {
+	var todo []*batchJob
+	for _, bj := range b.order {
+		if bj.err == nil && len(bj.files) > 0 {
+			todo = append(todo, bj)
+		}
+	}
+	if len(todo) == 1 {
+		b.syncJob(todo[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, bj := range todo {
+			wg.Go(func() { b.syncJob(bj) })
+		}
+		wg.Wait()
+	}
+	for _, bj := range b.order {
+		if bj.err != nil {
+			b.rollback(bj)
+		}
+	}
+}
+
+// syncJob syncs a job's written files (fdatasync), then, once, its
+// directory if a file was created in it, then, for the first chunk of the
+// job in this process, the job directory's entry in the run directory and,
+// for a run not synced yet, the run directory's entry in the root (see
+// makeJobDirs and syncJobDirs). The syncs come after every directory and
+// file is created and all data written, so that a journaling file system
+// commits them at once.
+func (b *appendBatch) syncJob(bj *batchJob) {
+	s := b.s
+	for _, f := range bj.files {
+		if err := s.syncFile(f.f); err != nil {
+			bj.fail(fmt.Errorf("append log %q: %w", f.path, err))
+			return
+		}
+	}
+	if bj.js.entryUnsynced {
+		dir := s.jobDir(bj.js.key.runID, bj.js.key.jobID)
+		if err := s.syncDir(dir); err != nil {
+			bj.fail(fmt.Errorf("append log %q: %w", bj.files[0].path, err))
+			return
+		}
+		bj.js.entryUnsynced = false
+	}
+	if !bj.js.dirReady {
+		if err := s.syncJobDirs(bj.js.key.runID); err != nil {
+			bj.fail(fmt.Errorf("append log %q: %w", bj.files[0].path, err))
+			return
+		}
+		bj.js.dirReady = true
+	}
+}
+
+// rollback undoes a failed job's part of the batch: its files are cut back
+// to their sizes before the call and its position restored. A file that
+// cannot be cut may end in half a record: the job is recovered from its
+// files (which cuts it) before its next append.
+func (b *appendBatch) rollback(bj *batchJob) {
+	for _, f := range bj.files {
+		if err := f.f.Truncate(f.from); err != nil {
+			bj.js.loaded = false
+			bj.err = errors.Join(bj.err, fmt.Errorf("truncate %q back to %d bytes: %w", f.path, f.from, err))
+		}
+	}
+	bj.js.last = bj.prev
+	clear(bj.events)
+}
+
+// close closes the batch's files (after their syncs, a close error cannot
+// lose data), counts what was stored and unlocks the jobs.
+func (b *appendBatch) close() {
+	for _, bj := range b.order {
+		for _, f := range bj.files {
+			f.f.Close()
+		}
+		if bj.err == nil {
+			for _, ev := range bj.events {
+				b.s.chunksStored.Add(1)
+				b.s.bytesStored.Add(ev.Next - ev.Cursor)
+			}
+		}
+		bj.js.mu.Unlock()
+	}
+}
+
+// Prepare creates a job's log directory (and its run's) and the file of
+// its job-level output (SetupStep, which the agent writes before any step),
+// and syncs their entries, so that the job's first chunks cost only the
+// sync of their data (and of the entries of its steps' new files). The
+// orchestrator may call it when it dispatches the job, off the path of the
+// agent's output; Append creates and syncs the same itself for a job not
+// prepared. Preparing a prepared job does nothing.
 func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -247,6 +469,24 @@ func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
 	}
 	if err := s.makeJobDirs(runID, jobID); err != nil {
 		return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)
+	}
+	setup := s.stepPath(StepKey{RunID: runID, JobID: jobID, Step: SetupStep})
+	f, err := os.OpenFile(setup, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		js.entryUnsynced = true
+		err = f.Close()
+	case errors.Is(err, fs.ErrExist):
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("prepare log of job %q: %w", jobID, err)
+	}
+	if js.entryUnsynced {
+		if err := s.syncDir(s.jobDir(runID, jobID)); err != nil {
+			return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)
+		}
+		js.entryUnsynced = false
 	}
 	if err := s.syncJobDirs(runID); err != nil {
 		return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)

@@ -35,24 +35,25 @@ func TestSyncsPerJob(t *testing.T) {
 	}
 	c.dirs.Store(0)
 	before := c.dirSyncs()
-	mustAppend(t, st, logs.StepKey{RunID: "run", JobID: "job-c", Step: 0}, 1, mkLines("c", 1))
+	mustAppend(t, st, logs.StepKey{RunID: "run", JobID: "job-c", Step: logs.SetupStep}, 1, mkLines("setup", 1))
 	mustAppend(t, st, logs.StepKey{RunID: "run", JobID: "job-c", Step: 0}, 2, mkLines("c", 1))
+	mustAppend(t, st, logs.StepKey{RunID: "run", JobID: "job-c", Step: 0}, 3, mkLines("c", 1))
 
 	want := map[string]int{
 		dir:                                1, // the run's entry, once for both jobs
 		filepath.Join(dir, "run"):          3, // each job's entry, once per job
 		filepath.Join(dir, "run", "job-a"): 2, // its two files
 		filepath.Join(dir, "run", "job-b"): 1,
-		filepath.Join(dir, "run", "job-c"): 1,
+		filepath.Join(dir, "run", "job-c"): 2, // its setup file, made when prepared, and its step's
 	}
 	if diff := cmp.Diff(want, c.dirSyncs()); diff != "" {
 		t.Errorf("directory syncs (-want +got):\n%s", diff)
 	}
 	if got := c.dirs.Load(); got != 1 {
-		t.Errorf("got %d directory syncs for the chunks of a prepared job (syncs before: %v), want 1 (its new file)", got, before)
+		t.Errorf("got %d directory syncs for the chunks of a prepared job (syncs before: %v), want 1 (its step's new file; the setup file was made when prepared)", got, before)
 	}
-	if got := c.files.Load(); got != 6 {
-		t.Errorf("got %d file syncs, want 6 (one per chunk)", got)
+	if got := c.files.Load(); got != 7 {
+		t.Errorf("got %d file syncs, want 7 (one per chunk)", got)
 	}
 
 	// Removing the run forgets it: a new run directory is synced again.
