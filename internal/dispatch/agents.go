@@ -419,7 +419,7 @@ func (d *Dispatcher) applyLog(ctx context.Context, a *Agent, m *protocol.LogChun
 		return fmt.Errorf("log.chunk of job %q from agent %q: %w", m.JobID, a.ID, ErrNotOwner)
 	}
 	d.cfg.Observer.LogChunkReceived()
-	if runstate.JobTerminal(job.Status) {
+	if !storeChunk(job, m) {
 		// Ended by the orchestrator (its log storage is full, its agent
 		// was lost): output the agent still sends is not stored. A job
 		// the agent ends itself sends all its output before its final

@@ -83,3 +83,38 @@ func TestApplyBatchDropsForeignMessages(t *testing.T) {
 		}
 	})
 }
+
+// A chunk that came before the job's final status but reaches the
+// orchestrator only after it (its sync was lost in a crash after the status
+// was committed; the agent replays it) is stored; output sent after the
+// final status is not. Both are acknowledged.
+func TestChunkBeforeTheEndIsStoredAfterIt(t *testing.T) {
+	t.Parallel()
+	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
+		f := newFixture(t, db)
+		jobID := f.push(t)
+		a, _ := f.dispatchTo(t, "host", "token:a")
+		if _, err := f.disp.ApplyBatch(t.Context(), a, []protocol.Message{
+			&protocol.JobAck{JobID: jobID, Seq: 1},
+			&protocol.JobStatus{JobID: jobID, Seq: 2, Status: "running"},
+			&protocol.StepStatus{JobID: jobID, Seq: 3, Step: 0, Status: "running"},
+			&protocol.StepStatus{JobID: jobID, Seq: 5, Step: 0, Status: "success"},
+			&protocol.JobStatus{JobID: jobID, Seq: 6, Status: "success"},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := f.disp.ApplyBatch(t.Context(), a, []protocol.Message{
+			&protocol.LogChunk{JobID: jobID, Seq: 4, Step: 0, Lines: []protocol.LogLine{{Text: "before the end"}}},
+			&protocol.LogChunk{JobID: jobID, Seq: 7, Step: 0, Lines: []protocol.LogLine{{Text: "after the end"}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]Ack{{JobID: jobID, Seq: 7}}, res.Acks); diff != "" {
+			t.Errorf("acks (-want +got):\n%s", diff)
+		}
+		if got := f.logs.of(jobID); !cmp.Equal(got, []string{"before the end"}) {
+			t.Errorf("stored log: got %q, want only the line sent before the end", got)
+		}
+	})
+}

@@ -77,22 +77,29 @@ func (plainBuilder) BuildDispatch(_ context.Context, _ store.Run, job store.Job,
 }
 
 // sink is a LogSink that stores lines in memory, or fails with err while
-// it is set.
+// it is set. Like the log store, it skips a chunk whose (job, attempt,
+// seq) is not above the last one it stored.
 type sink struct {
 	mu    sync.Mutex
 	err   error
 	lines map[string][]string
+	last  map[string][2]uint64 // job → (attempt, seq) of its last chunk
 }
 
-func (s *sink) AppendLog(_ context.Context, _, jobID string, _, _ int, _ uint64, lines []protocol.LogLine) error {
+func (s *sink) AppendLog(_ context.Context, _, jobID string, attempt, _ int, seq uint64, lines []protocol.LogLine) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return s.err
 	}
 	if s.lines == nil {
-		s.lines = map[string][]string{}
+		s.lines, s.last = map[string][]string{}, map[string][2]uint64{}
 	}
+	pos, last := [2]uint64{uint64(max(attempt, 1)), seq}, s.last[jobID]
+	if pos[0] < last[0] || pos[0] == last[0] && pos[1] <= last[1] {
+		return nil
+	}
+	s.last[jobID] = pos
 	for _, l := range lines {
 		s.lines[jobID] = append(s.lines[jobID], l.Text)
 	}

@@ -545,6 +545,24 @@ func (l logSink) AppendLog(ctx context.Context, runID, jobID string, attempt, st
 	return err
 }
 
+// WriteLogs writes several chunks at once and returns the function that
+// syncs them all (see logs.Store.WriteAll).
+func (l logSink) WriteLogs(ctx context.Context, chunks []dispatch.LogAppend) func() []error {
+	in := make([]logs.Chunk, len(chunks))
+	for i, c := range chunks {
+		in[i] = logs.Chunk{Key: logs.StepKey{RunID: c.RunID, JobID: c.JobID, Step: c.Step, Attempt: c.Attempt}, Seq: c.Seq, Lines: c.Lines}
+	}
+	p := l.logs.WriteAll(ctx, in)
+	return func() []error {
+		res := p.Sync()
+		errs := make([]error, len(res))
+		for i, r := range res {
+			errs[i] = r.Err
+		}
+		return errs
+	}
+}
+
 func (l logSink) PrepareLog(ctx context.Context, runID, jobID string) error {
 	return l.logs.Prepare(ctx, runID, jobID)
 }
