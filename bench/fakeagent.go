@@ -162,7 +162,8 @@ func (f *fakeAgent) read(ctx context.Context) {
 	}
 }
 
-// finish reports a dispatched (and acked) job running and successful.
+// finish reports a dispatched (and acked) job running and successful, in
+// one burst.
 func (f *fakeAgent) finish(ctx context.Context, d *protocol.JobDispatch) error {
 	seq := uint64(1)
 	next := func() uint64 { seq++; return seq }
@@ -177,7 +178,9 @@ func (f *fakeAgent) finish(ctx context.Context, d *protocol.JobDispatch) error {
 			&protocol.StepStatus{JobID: d.JobID, Seq: next(), Step: i, Status: protocol.StepSuccess, StartedAt: now, FinishedAt: now})
 	}
 	msgs = append(msgs, &protocol.JobStatus{JobID: d.JobID, Seq: next(), Status: protocol.JobSuccess})
-	for _, m := range msgs {
+	for i, m := range msgs {
+		// Written at once, as kici-agent writes what it held (protocol.Burst).
+		m.(protocol.JobScoped).SetMore(i < len(msgs)-1)
 		if err := f.send(ctx, m); err != nil {
 			return err
 		}

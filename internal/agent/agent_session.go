@@ -220,10 +220,21 @@ func (a *Agent) read(ctx context.Context, conn *websocket.Conn) (protocol.Messag
 func (a *Agent) writeLoop(ctx context.Context, stop <-chan struct{}, conn *websocket.Conn, interval time.Duration) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	linger := time.NewTimer(0)
+	defer linger.Stop()
+	<-linger.C
 	for {
-		for _, m := range a.box.takeUnsent() {
-			if err := a.write(ctx, conn, m); err != nil {
-				return err
+		var lingering <-chan time.Time
+		if hold := a.box.holdFor(time.Now(), a.cfg.StatusLinger); hold > 0 {
+			linger.Reset(hold)
+			lingering = linger.C
+		} else {
+			burst := a.box.takeUnsent()
+			for i, m := range burst {
+				m.SetMore(i < len(burst)-1) // see protocol.Burst
+				if err := a.write(ctx, conn, m); err != nil {
+					return err
+				}
 			}
 		}
 		select {
@@ -234,7 +245,14 @@ func (a *Agent) writeLoop(ctx context.Context, stop <-chan struct{}, conn *webso
 			_ = conn.Close(code, "agent stopping")
 			return errors.New("agent stopping")
 		case <-a.box.wake:
+			if lingering != nil && !linger.Stop() {
+				<-linger.C
+			}
+		case <-lingering:
 		case <-tick.C:
+			if lingering != nil && !linger.Stop() {
+				<-linger.C
+			}
 			if time.Since(time.Unix(0, a.lastRecv.Load())) > 2*interval {
 				return &protocolError{code: protocol.CloseHeartbeatTimeout, err: errHeartbeatTimeout}
 			}

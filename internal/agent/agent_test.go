@@ -739,3 +739,46 @@ func TestHeartbeatTimeout(t *testing.T) {
 		t.Errorf("close code: got %d, want %d", f.closes[0], protocol.CloseHeartbeatTimeout)
 	}
 }
+
+// TestShortJobTravelsInOneBurst: with a linger longer than the job, what
+// the job reports after its ack is held and sent together with its final
+// status, every message but the last marked as followed by more; the ack
+// goes out alone, at once.
+func TestShortJobTravelsInOneBurst(t *testing.T) {
+	t.Parallel()
+	f := newFakeOrchestrator(t)
+	startAgent(t, f, func(c *agent.Config) { c.StatusLinger = time.Hour })
+	f.send(dispatch("b1", workflow.Step{Name: "one", Run: "echo one"}, workflow.Step{Name: "two", Run: "echo two"}))
+	msgs := f.jobEnded("b1")
+	if len(msgs) < 4 {
+		t.Fatalf("got %v, want an ack, statuses, logs and a final status", summary(msgs))
+	}
+	if msgs[0].MoreFollows() {
+		t.Errorf("the ack says more follows: it must go out alone")
+	}
+	for i, m := range msgs[1:] {
+		last := i == len(msgs)-2
+		if m.MoreFollows() == last {
+			t.Errorf("message %d (%s): more=%t, want %t (one burst after the ack)", i+1, m.Type(), m.MoreFollows(), !last)
+		}
+	}
+}
+
+// TestLingerEnds: a running status is not held past the linger while the
+// job goes on.
+func TestLingerEnds(t *testing.T) {
+	t.Parallel()
+	f := newFakeOrchestrator(t)
+	startAgent(t, f, func(c *agent.Config) { c.StatusLinger = 20 * time.Millisecond })
+	f.send(dispatch("l1", workflow.Step{Name: "wait", Run: "sleep 30"}))
+	f.waitFor("step 0 running of a job that sleeps", func() bool {
+		for _, m := range f.messages["l1"] {
+			if s, ok := m.(*protocol.StepStatus); ok && s.Status == protocol.StepRunning {
+				return true
+			}
+		}
+		return false
+	})
+	f.send(&protocol.JobCancel{JobID: "l1", Force: true, Reason: "test over"})
+	f.jobEnded("l1")
+}

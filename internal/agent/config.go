@@ -27,6 +27,7 @@ const (
 	DefaultRegisterTimeout  = 30 * time.Second
 	DefaultLogFlushInterval = 100 * time.Millisecond
 	DefaultLogFlushLines    = 50
+	DefaultStatusLinger     = 10 * time.Millisecond
 )
 
 // ReservedLabelPrefix starts the labels kici sets itself (kici:os:<GOOS>,
@@ -111,6 +112,13 @@ type Config struct {
 	// once it holds LogFlushLines lines; 0 means 100 ms and 50 lines.
 	LogFlushInterval time.Duration
 	LogFlushLines    int
+	// StatusLinger is how long a message nothing waits for (a step's
+	// status, a log chunk, a job's running status) may wait to be sent
+	// together with the messages queued after it; a job.ack, a job.reject
+	// or a final job status is sent at once and takes along everything
+	// queued before it. 0 means DefaultStatusLinger (10 ms); a negative
+	// value sends every message at once.
+	StatusLinger time.Duration
 	// HTTPClient dials the WebSocket and fetches archives; nil means a
 	// client with http.DefaultTransport.
 	HTTPClient *http.Client
@@ -149,6 +157,7 @@ func (c Config) withDefaults() Config {
 	set(&c.DialTimeout, DefaultDialTimeout)
 	set(&c.RegisterTimeout, DefaultRegisterTimeout)
 	set(&c.LogFlushInterval, DefaultLogFlushInterval)
+	set(&c.StatusLinger, DefaultStatusLinger)
 	if c.MaxStepLogBytes == 0 {
 		c.MaxStepLogBytes = DefaultMaxStepLogBytes
 	}

@@ -73,6 +73,24 @@ type outEntry struct {
 	seq   uint64
 	order uint64
 	size  int64 // estimated bytes, log chunks only
+	// lazy: nothing waits for this message (see lazy); queued is when it
+	// was queued, for the writer's linger.
+	lazy   bool
+	queued time.Time
+}
+
+// lazy reports whether msg may wait a little to travel with the messages
+// that follow it: a step's status, a log chunk, a job's running status.
+// The orchestrator waits on nothing of these. A job.ack, a job.reject and a
+// job's final status are sent at once, with everything queued before them.
+func lazy(msg protocol.JobScoped) bool {
+	switch m := msg.(type) {
+	case *protocol.StepStatus, *protocol.LogChunk:
+		return true
+	case *protocol.JobStatus:
+		return m.Status == protocol.JobRunning
+	}
+	return false
 }
 
 func newOutbox(log *slog.Logger, limit int64) *outbox {
@@ -129,7 +147,7 @@ func (o *outbox) queueLocked(b *jobBuffer, msg protocol.JobScoped, droppable boo
 	b.seq++
 	setSeq(msg, b.seq)
 	o.order++
-	e := outEntry{msg: msg, seq: b.seq, order: o.order}
+	e := outEntry{msg: msg, seq: b.seq, order: o.order, lazy: lazy(msg), queued: time.Now()}
 	if c, ok := msg.(*protocol.LogChunk); ok && droppable {
 		e.size = chunkSize(c)
 		o.bytes += e.size
@@ -205,6 +223,41 @@ func setSeq(msg protocol.JobScoped, seq uint64) {
 	default:
 		panic(fmt.Sprintf("outbox: unknown job-scoped message %T", msg))
 	}
+}
+
+// holdFor tells the writer how long to wait before it takes what is
+// unsent: 0 when something unsent is not lazy or a lazy message has waited
+// linger already, else the rest of the oldest lazy message's linger. Nothing
+// unsent also gives 0 (takeUnsent then returns nothing).
+//
+// The linger lets the few messages a short job sends in a few milliseconds
+// (running, step started, output, step ended) reach the orchestrator in
+// one read, applied in one transaction with the job's final status, rather
+// than one transaction each.
+func (o *outbox) holdFor(now time.Time, linger time.Duration) time.Duration {
+	if linger <= 0 {
+		return 0
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var oldest time.Time
+	for _, b := range o.jobs {
+		for _, e := range b.entries {
+			if e.seq <= b.sent {
+				continue
+			}
+			if !e.lazy {
+				return 0
+			}
+			if oldest.IsZero() || e.queued.Before(oldest) {
+				oldest = e.queued
+			}
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return max(0, linger-now.Sub(oldest))
 }
 
 // takeUnsent returns, oldest first, every message not yet written on the

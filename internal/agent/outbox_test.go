@@ -124,3 +124,41 @@ func TestOutboxBound(t *testing.T) {
 		t.Errorf("kept (-want +got):\n%s", diff)
 	}
 }
+
+// TestOutboxHoldsLazyMessages: a step status, a log chunk or a running
+// status waits for the linger; an ack or a final status does not, and
+// takes along what waited.
+func TestOutboxHoldsLazyMessages(t *testing.T) {
+	t.Parallel()
+	o := newOutbox(slog.New(slog.DiscardHandler), 1<<20)
+	a := o.open("a")
+	const linger = 10 * time.Millisecond
+	if d := o.holdFor(time.Now(), linger); d != 0 {
+		t.Errorf("empty outbox: hold %s, want 0", d)
+	}
+	o.append(a, &protocol.JobAck{JobID: "a"}, false)
+	if d := o.holdFor(time.Now(), linger); d != 0 {
+		t.Errorf("unsent ack: hold %s, want 0", d)
+	}
+	o.takeUnsent()
+	o.append(a, &protocol.JobStatus{JobID: "a", Status: protocol.JobRunning}, false)
+	queued := time.Now()
+	o.append(a, chunk("a", 0, "x"), false)
+	o.append(a, &protocol.StepStatus{JobID: "a", Step: 0, Status: protocol.StepSuccess}, false)
+	if d := o.holdFor(queued, linger); d <= 0 || d > linger {
+		t.Errorf("lazy messages just queued: hold %s, want (0, %s]", d, linger)
+	}
+	if d := o.holdFor(queued.Add(linger+time.Millisecond), linger); d != 0 {
+		t.Errorf("lazy messages past the linger: hold %s, want 0", d)
+	}
+	if d := o.holdFor(queued, -1); d != 0 {
+		t.Errorf("no linger: hold %s, want 0", d)
+	}
+	o.append(a, &protocol.JobStatus{JobID: "a", Status: protocol.JobSuccess}, true)
+	if d := o.holdFor(queued, linger); d != 0 {
+		t.Errorf("final status queued: hold %s, want 0", d)
+	}
+	if diff := cmp.Diff([]string{"a:2:job.status", "a:3:log.chunk:x", "a:4:step.status", "a:5:job.status"}, describe(o.takeUnsent())); diff != "" {
+		t.Errorf("sent with the final status (-want +got):\n%s", diff)
+	}
+}

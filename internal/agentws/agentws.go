@@ -379,24 +379,55 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		if !ok {
 			return
 		}
-		batch = append(batch[:0], m)
-	more:
-		for len(batch) < dispatch.MaxBatch {
-			select {
-			case m, ok := <-msgs:
-				if !ok {
-					break more // apply what came, then the loop ends
-				}
-				batch = append(batch, m)
-			default:
-				break more
-			}
-		}
+		batch = gather(append(batch[:0], m), msgs, dispatch.MaxBatch, burstWait)
 		if !h.applyBatch(ctx, c, a, log, batch) {
 			return
 		}
 	}
 }
+
+// gather adds to batch (which holds the first message) what msgs already
+// has, and, while the last message says more follows (protocol.Burst), what
+// arrives within wait of the first such message, up to max messages in
+// all. It returns when msgs is closed too, with what came.
+func gather(batch []protocol.Message, msgs <-chan protocol.Message, max int, wait time.Duration) []protocol.Message {
+	var burst <-chan time.Time // started at the first message that says more follows
+	for len(batch) < max {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+			continue
+		default:
+		}
+		if !batch[len(batch)-1].(protocol.JobScoped).MoreFollows() {
+			return batch
+		}
+		if burst == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			burst = t.C
+		}
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		case <-burst:
+			return batch // the rest of the burst is late: apply what came
+		}
+	}
+	return batch
+}
+
+// burstWait bounds how long a batch waits for the next message of a burst
+// (protocol.Burst): the agent wrote it right after the last one, so it is
+// normally already on its way; an agent that sets More and sends nothing
+// more only delays its own messages by this much.
+const burstWait = 20 * time.Millisecond
 
 // readMessages reads the connection's messages after registration and
 // passes on the job-scoped ones, until the connection fails or sends

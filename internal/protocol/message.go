@@ -53,7 +53,27 @@ type JobScoped interface {
 	// JobSeq returns the job the message belongs to and its sequence number.
 	// (The struct fields are named JobID and Seq, so the accessor cannot be.)
 	JobSeq() (jobID string, seq uint64)
+	// MoreFollows and SetMore read and set the message's Burst.
+	MoreFollows() bool
+	SetMore(more bool)
 }
+
+// Burst is part of every job-scoped message. An agent that writes several
+// messages at once sets More on all but the last of them, so that the
+// orchestrator can apply them together (in one transaction) rather than
+// apply the first while the rest are still being read. It is a hint: the
+// orchestrator waits for the next message only briefly (see
+// docs/protocol.md), and a message without it is applied as it comes.
+type Burst struct {
+	// More: the agent wrote the next message right after this one.
+	More bool `json:"more,omitempty"`
+}
+
+// MoreFollows reports More.
+func (b *Burst) MoreFollows() bool { return b.More }
+
+// SetMore sets More.
+func (b *Burst) SetMore(more bool) { b.More = more }
 
 // Who may send a message type.
 type sender uint8

@@ -23,6 +23,7 @@ const (
 // JobAck accepts a [JobDispatch] (agent → orchestrator), before any work
 // starts. It is the job's first message, seq 1.
 type JobAck struct {
+	Burst
 	// JobID is the dispatched job; required.
 	JobID string `json:"job_id"`
 	// Seq is the message's sequence number within the dispatch; at least 1.
@@ -47,6 +48,7 @@ func (m *JobAck) Validate() error {
 // [JobAck]; it is the job's first and last message of that dispatch. The
 // orchestrator puts the job back in the queue, counting the attempt.
 type JobReject struct {
+	Burst
 	// JobID is the dispatched job; required.
 	JobID string `json:"job_id"`
 	// Seq is the message's sequence number within the dispatch; at least 1.
@@ -74,6 +76,7 @@ func (m *JobReject) Validate() error {
 // the agent starts work (after the checkout), then one final status after
 // the last step's [StepStatus] and [LogChunk].
 type JobStatus struct {
+	Burst
 	// JobID is the job; required.
 	JobID string `json:"job_id"`
 	// Seq is the message's sequence number within the dispatch; at least 1.

@@ -17,6 +17,7 @@ const (
 // the final StepSkipped. Steps after a failed one (without continue-on-error)
 // are reported StepSkipped.
 type StepStatus struct {
+	Burst
 	// JobID is the job; required.
 	JobID string `json:"job_id"`
 	// Seq is the message's sequence number within the dispatch; at least 1.
@@ -72,6 +73,7 @@ const (
 // LogChunk carries a batch of output lines of one step, in order (agent →
 // orchestrator).
 type LogChunk struct {
+	Burst
 	// JobID is the job; required.
 	JobID string `json:"job_id"`
 	// Seq is the message's sequence number within the dispatch; at least 1.
