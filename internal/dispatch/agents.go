@@ -382,6 +382,9 @@ func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store
 			return nil, false, err
 		}
 		events := []apiv1.Event{{Kind: "job", RunID: job.RunID, Job: job.Name, JobID: job.ID, Status: m.Status}}
+		if d.runStarted(job.RunID) {
+			return events, false, nil // a job of the run started before: nothing to start
+		}
 		started, err := tx.UpdateRunStatus(ctx, store.RunTransition{ID: job.RunID, From: runstate.RunFrom(store.RunRunning), To: store.RunRunning, StartedAt: &now})
 		if err != nil {
 			return nil, false, err

@@ -165,42 +165,76 @@ func (d *Dispatcher) applyStatuses(ctx context.Context, a *Agent, rest []protoco
 	}
 	var events []apiv1.Event
 	outcomes := make([]outcome, len(rest))
+	// held is what the transaction knows of a job of the batch: its head,
+	// read with the row's lock (so no other transaction applies its
+	// messages meanwhile), and the last seq applied, raised in memory per
+	// message and written once at the end.
+	type held struct {
+		job     store.Job
+		lastSeq int64
+		raised  bool // lastSeq is above the stored one
+		stale   bool // a status message may have changed the row: read it again
+		ended   bool // by a message of this batch: as released
+	}
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		events = events[:0]
 		clear(outcomes)
-		ended := map[string]bool{} // by a message of this batch: as released
+		jobs := map[string]*held{}
+		var order []*held
 		for i, m := range rest {
 			if swallowed[i] {
 				continue
 			}
 			jobID, seq := m.(protocol.JobScoped).JobSeq()
-			job, err := tx.GetJobHead(ctx, jobID)
-			if err != nil {
-				return err
+			h := jobs[jobID]
+			if h == nil || h.stale {
+				job, err := tx.LockJobHead(ctx, jobID)
+				if err != nil {
+					return err
+				}
+				if h == nil {
+					h = &held{lastSeq: job.LastSeq}
+					jobs[jobID] = h
+					order = append(order, h)
+				}
+				h.job, h.stale = job, false
 			}
+			job := h.job
 			if !owns(a, job) {
 				outcomes[i].foreign = true
 				continue
 			}
 			outcomes[i].seq = seq
-			if runstate.JobTerminal(job.Status) && (!a.holds(jobID) || ended[jobID]) {
+			if runstate.JobTerminal(job.Status) && (!a.holds(jobID) || h.ended) {
 				continue // a replay after the end: nothing left to apply
 			}
-			fresh, err := tx.ApplyJobMessage(ctx, jobID, int64(seq))
-			if err != nil {
-				return err
+			if int64(seq) <= h.lastSeq {
+				continue // a duplicate, or older than a message applied
 			}
-			if !fresh {
-				continue
-			}
+			h.lastSeq, h.raised = int64(seq), true
 			evs, freed, err := d.applyTx(ctx, tx, a, job, m)
 			if err != nil {
 				return err
 			}
 			events = append(events, evs...)
 			outcomes[i].freed = freed
+			switch m.(type) {
+			case *protocol.JobStatus, *protocol.JobReject:
+				// It may have changed this job's row and, by ending the
+				// job, those of others of its run.
+				for _, o := range order {
+					o.stale = true
+				}
+			}
 			if freed {
-				ended[jobID] = true
+				h.ended = true
+			}
+		}
+		for _, h := range order {
+			if h.raised {
+				if err := tx.RaiseJobLastSeq(ctx, h.job.ID, h.lastSeq); err != nil {
+					return err
+				}
 			}
 		}
 		return nil

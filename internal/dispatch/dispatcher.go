@@ -127,6 +127,10 @@ type Dispatcher struct {
 	// event (job id, status) that publishes them once it committed; a
 	// retried transaction overwrites its own note.
 	observe map[observeKey]func()
+	// started holds runs known to be running or ended (a committed job
+	// running event said so; see publish), so that a job's running report
+	// does not try to start its run again. Under mu; cleared when full.
+	started map[string]struct{}
 	// drains are the drained agents by id (see Drain).
 	drains map[string]store.AgentDrain
 	// runHeads caches the run rows dispatches are built from (see runHead).
@@ -177,6 +181,18 @@ func (d *Dispatcher) noteOnPublish(jobID, status string, obs func()) {
 	d.mu.Unlock()
 }
 
+// maxStartedRuns bounds Dispatcher.started; forgetting a run only costs one
+// statement per job start of it.
+const maxStartedRuns = 4096
+
+// runStarted reports whether the run is known to be running or ended.
+func (d *Dispatcher) runStarted(runID string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.started[runID]
+	return ok
+}
+
 // publish records the timings noted for events, then publishes them.
 func (d *Dispatcher) publish(events []apiv1.Event) {
 	var run []func()
@@ -184,6 +200,14 @@ func (d *Dispatcher) publish(events []apiv1.Event) {
 	for _, e := range events {
 		if e.Kind != "job" {
 			continue
+		}
+		if e.Status == string(store.JobRunning) {
+			// Committed with the job's start: its run is running (a run
+			// never goes back to pending).
+			if len(d.started) >= maxStartedRuns {
+				clear(d.started)
+			}
+			d.started[e.RunID] = struct{}{}
 		}
 		k := observeKey{e.JobID, e.Status}
 		if obs, ok := d.observe[k]; ok {
@@ -206,7 +230,7 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
-	return &Dispatcher{observe: map[observeKey]func(){}, drains: map[string]store.AgentDrain{}, runHeads: map[string]store.Run{}, unstored: map[string]*unstored{},
+	return &Dispatcher{observe: map[observeKey]func(){}, started: map[string]struct{}{}, drains: map[string]store.AgentDrain{}, runHeads: map[string]store.Run{}, unstored: map[string]*unstored{},
 		log: logger, db: db, sched: sched, build: build, logs: logs, cfg: cfg,
 		reg: registry{agents: map[string]*Agent{}}, kick: make(chan struct{}, 1), attempt: map[string]int{}, scaled: map[string]ScaleStatus{},
 	}

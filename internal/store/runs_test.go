@@ -448,3 +448,44 @@ func TestRunAwaitingApproval(t *testing.T) {
 		}
 	})
 }
+
+// TestLockJobHeadAndRaiseLastSeq: the locked read gives the job's head with
+// its last_seq, and RaiseJobLastSeq only ever raises it.
+func TestLockJobHeadAndRaiseLastSeq(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		run, err := db.CreateRun(ctx, testRun(testJob("a", []string{"linux"})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := run.Jobs[0].ID
+		for _, step := range []struct {
+			raise, want int64
+		}{{5, 5}, {3, 5}, {9, 9}} {
+			err := db.Tx(ctx, func(tx *Tx) error {
+				if err := tx.RaiseJobLastSeq(ctx, id, step.raise); err != nil {
+					return err
+				}
+				j, err := tx.LockJobHead(ctx, id)
+				if err != nil {
+					return err
+				}
+				if j.ID != id || j.LastSeq != step.want {
+					t.Errorf("after raising to %d: got job %q last_seq %d, want %q %d", step.raise, j.ID, j.LastSeq, id, step.want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = db.Tx(ctx, func(tx *Tx) error {
+			_, err := tx.LockJobHead(ctx, "no-such-job")
+			return err
+		})
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("lock a missing job: got %v, want ErrNotFound", err)
+		}
+	})
+}

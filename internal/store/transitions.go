@@ -186,6 +186,33 @@ func (q *queries) ApplyJobMessage(ctx context.Context, jobID string, seq int64) 
 	return changed, nil
 }
 
+// LockJobHead is GetJobHead that also takes the job row's lock until the
+// transaction ends (SELECT … FOR NO KEY UPDATE on PostgreSQL; SQLite has a
+// single writer), so that the job's last_seq read here stays the one to
+// compare with until RaiseJobLastSeq: a transaction that applies several
+// messages of the job checks each against it and raises it once.
+func (tx *Tx) LockJobHead(ctx context.Context, id string) (Job, error) {
+	lock := ""
+	if tx.d.numbered {
+		lock = " FOR NO KEY UPDATE"
+	}
+	j, err := scanJobEncoded(tx.queryRow(ctx, "SELECT "+jobColumns+" FROM jobs WHERE id = ?"+lock, id))
+	if err != nil {
+		return Job{}, fmt.Errorf("lock job %q: %w", id, classify(err))
+	}
+	return j, nil
+}
+
+// RaiseJobLastSeq sets the job's last_seq to seq if that is higher: the
+// write of ApplyJobMessage, for messages checked against a last_seq read
+// with LockJobHead in the same transaction.
+func (tx *Tx) RaiseJobLastSeq(ctx context.Context, jobID string, seq int64) error {
+	if _, err := tx.exec(ctx, "UPDATE jobs SET last_seq = ? WHERE id = ? AND last_seq < ?", seq, jobID, seq); err != nil {
+		return fmt.Errorf("apply messages up to %d of job %q: %w", seq, jobID, classify(err))
+	}
+	return nil
+}
+
 // optionalText returns the two arguments optionalTextSQL expects: whether
 // to set the column, and the value ("" for NULL).
 func optionalText(p *string) []any {
