@@ -220,9 +220,11 @@ func (a *Agent) read(ctx context.Context, conn *websocket.Conn) (protocol.Messag
 func (a *Agent) writeLoop(ctx context.Context, stop <-chan struct{}, conn *websocket.Conn, interval time.Duration) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	linger := time.NewTimer(0)
+	// linger wakes the loop when held messages are due. Reset drops a
+	// value not yet received (Go 1.23 timers), so it needs no draining.
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
 	defer linger.Stop()
-	<-linger.C
 	for {
 		var lingering <-chan time.Time
 		if hold := a.box.holdFor(time.Now(), a.cfg.StatusLinger); hold > 0 {
@@ -245,14 +247,8 @@ func (a *Agent) writeLoop(ctx context.Context, stop <-chan struct{}, conn *webso
 			_ = conn.Close(code, "agent stopping")
 			return errors.New("agent stopping")
 		case <-a.box.wake:
-			if lingering != nil && !linger.Stop() {
-				<-linger.C
-			}
 		case <-lingering:
 		case <-tick.C:
-			if lingering != nil && !linger.Stop() {
-				<-linger.C
-			}
 			if time.Since(time.Unix(0, a.lastRecv.Load())) > 2*interval {
 				return &protocolError{code: protocol.CloseHeartbeatTimeout, err: errHeartbeatTimeout}
 			}
