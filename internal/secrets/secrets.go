@@ -220,8 +220,11 @@ func (s *Service) List(ctx context.Context) ([]store.Secret, error) {
 	return list, err
 }
 
-// Delete removes a secret; a missing one gives store.ErrNotFound.
+// Delete removes a secret; a missing one gives store.ErrNotFound. It waits
+// for a key rotation under way, as Set does.
 func (s *Service) Delete(ctx context.Context, scope, name string) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.db.DeleteSecret(ctx, scope, name)
 }
 
@@ -329,7 +332,9 @@ func (s *Service) Rotate(ctx context.Context, newKey Key) (RotateResult, error) 
 			if err != nil {
 				return err
 			}
-			if err := tx.ResealSecret(ctx, r.Scope, r.Name, sealed, version); err != nil {
+			if err := tx.ResealSecret(ctx, r.Scope, r.Name, sealed, version); errors.Is(err, store.ErrNotFound) {
+				continue // deleted since it was listed (its source was removed, say)
+			} else if err != nil {
 				return err
 			}
 			n++

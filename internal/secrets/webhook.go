@@ -2,6 +2,7 @@ package secrets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -118,7 +119,9 @@ func (s *Service) resealWebhookSecrets(ctx context.Context, tx *store.Tx, k Key,
 		if src.WebhookSecrets, err = s.sealWebhookSecrets(k, version, src.Name, plain); err != nil {
 			return err
 		}
-		if err := tx.UpdateSource(ctx, src); err != nil {
+		if err := tx.UpdateSource(ctx, src); errors.Is(err, store.ErrNotFound) {
+			continue // removed since it was listed: nothing left to seal
+		} else if err != nil {
 			return err
 		}
 		*n++
