@@ -374,6 +374,30 @@ func (b *appendBatch) sync() {
 		}
 		wg.Wait()
 	}
+	// Then, once per run, the entries of the jobs' directories in it (and
+	// of the run's in the root) for the jobs this process has not written
+	// yet.
+	runs := map[string][]*batchJob{}
+	var runOrder []string
+	for _, bj := range todo {
+		if bj.err == nil && !bj.js.dirReady {
+			r := bj.js.key.runID
+			if runs[r] == nil {
+				runOrder = append(runOrder, r)
+			}
+			runs[r] = append(runs[r], bj)
+		}
+	}
+	for _, r := range runOrder {
+		err := b.s.syncJobDirs(r)
+		for _, bj := range runs[r] {
+			if err != nil {
+				bj.fail(fmt.Errorf("append log %q: %w", bj.files[0].path, err))
+				continue
+			}
+			bj.js.dirReady = true
+		}
+	}
 	for _, bj := range b.order {
 		if bj.err != nil {
 			b.rollback(bj)
@@ -382,12 +406,12 @@ func (b *appendBatch) sync() {
 }
 
 // syncJob syncs a job's written files (fdatasync), then, once, its
-// directory if a file was created in it, then, for the first chunk of the
-// job in this process, the job directory's entry in the run directory and,
-// for a run not synced yet, the run directory's entry in the root (see
-// makeJobDirs and syncJobDirs). The syncs come after every directory and
-// file is created and all data written, so that a journaling file system
-// commits them at once.
+// directory if a file was created in it; sync then syncs, for the first
+// chunk of a job in this process, the job directory's entry in the run
+// directory and, for a run not synced yet, the run directory's entry in
+// the root (see makeJobDirs and syncJobDirs), once per run. The syncs come
+// after every directory and file is created and all data written, so that
+// a journaling file system commits them at once.
 func (b *appendBatch) syncJob(bj *batchJob) {
 	s := b.s
 	for _, f := range bj.files {
@@ -403,13 +427,6 @@ func (b *appendBatch) syncJob(bj *batchJob) {
 			return
 		}
 		bj.js.entryUnsynced = false
-	}
-	if !bj.js.dirReady {
-		if err := s.syncJobDirs(bj.js.key.runID); err != nil {
-			bj.fail(fmt.Errorf("append log %q: %w", bj.files[0].path, err))
-			return
-		}
-		bj.js.dirReady = true
 	}
 }
 
@@ -445,14 +462,19 @@ func (b *appendBatch) close() {
 	}
 }
 
-// Prepare creates a job's log directory (and its run's) and the file of
-// its job-level output (SetupStep, which the agent writes before any step),
-// and syncs their entries, so that the job's first chunks cost only the
-// sync of their data (and of the entries of its steps' new files). The
-// orchestrator may call it when it dispatches the job, off the path of the
-// agent's output; Append creates and syncs the same itself for a job not
-// prepared. Preparing a prepared job does nothing.
-func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
+// maxPreparedSteps bounds the step files Prepare makes ahead; a job with
+// more steps gets the others' files on their first output.
+const maxPreparedSteps = 256
+
+// Prepare creates a job's log directory (and its run's) and the files of
+// its job-level output (SetupStep, which the agent writes before any step)
+// and of its first steps (0 to steps-1, at most maxPreparedSteps), and
+// syncs their entries, so that the job's output costs only the syncs of
+// its data. The orchestrator may call it when it dispatches the job, off
+// the path of the agent's output; Append creates and syncs the same itself
+// for a job not prepared (an empty file reads as no output, like a missing
+// one). Preparing a prepared job does nothing.
+func (s *Store) Prepare(ctx context.Context, runID, jobID string, steps int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -470,17 +492,19 @@ func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
 	if err := s.makeJobDirs(runID, jobID); err != nil {
 		return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)
 	}
-	setup := s.stepPath(StepKey{RunID: runID, JobID: jobID, Step: SetupStep})
-	f, err := os.OpenFile(setup, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	switch {
-	case err == nil:
-		js.entryUnsynced = true
-		err = f.Close()
-	case errors.Is(err, fs.ErrExist):
-		err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("prepare log of job %q: %w", jobID, err)
+	for step := SetupStep; step < min(steps, maxPreparedSteps); step++ {
+		path := s.stepPath(StepKey{RunID: runID, JobID: jobID, Step: step})
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		switch {
+		case err == nil:
+			js.entryUnsynced = true
+			err = f.Close()
+		case errors.Is(err, fs.ErrExist):
+			err = nil
+		}
+		if err != nil {
+			return fmt.Errorf("prepare log of job %q: %w", jobID, err)
+		}
 	}
 	if js.entryUnsynced {
 		if err := s.syncDir(s.jobDir(runID, jobID)); err != nil {
