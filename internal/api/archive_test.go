@@ -54,7 +54,9 @@ func TestArchiveStoreErrorIsNot403(t *testing.T) {
 		dir, sha := ciRepo(t)
 		h.addSource(t, "broken", dir, "")
 		header := jobTokenHeader(t, h, h.trigger(t, "broken")[0].ID)
-		driver, dsn := "sqlite", filepath.Join(h.dataDir, "kici.db")
+		// The orchestrator may still be writing (the run's dispatch is sent
+		// after the trigger's answer): wait for its lock like any client.
+		driver, dsn := "sqlite", "file:"+filepath.Join(h.dataDir, "kici.db")+"?_pragma=busy_timeout(10000)"
 		if h.dbURL != "" {
 			driver, dsn = "pgx", h.dbURL
 		}

@@ -59,14 +59,25 @@ type pendingClaims struct {
 	claims []claimed
 }
 
-// Send sends every claim, once their transaction committed.
+// Send sends every claim, once their transaction committed. It returns at
+// once: building a dispatch (secrets, the source archive) and writing it
+// to the agent happen in the background, so the request that created the
+// run is answered without waiting for them. A failed send requeues the job
+// as in the dispatch loop.
 func (p *pendingClaims) Send(ctx context.Context) {
-	for _, c := range p.claims {
-		if _, err := p.d.sendClaimed(ctx, c); err != nil && ctx.Err() == nil {
-			p.d.log.Error("dispatch failed", "agent_id", c.agent.ID, "error", err)
-		}
-	}
+	claims := p.claims
 	p.claims = nil
+	if len(claims) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx) // the request may end first
+	p.d.bg.Go(func() {
+		for _, c := range claims {
+			if _, err := p.d.sendClaimed(ctx, c); err != nil {
+				p.d.log.Error("dispatch failed", "agent_id", c.agent.ID, "error", err)
+			}
+		}
+	})
 }
 
 // Abort gives the agents' slots back: the transaction did not commit.

@@ -112,8 +112,10 @@ type Dispatcher struct {
 	logs  LogSink
 	cfg   Config
 	reg   registry
-	// prep tracks the background log preparations (see logPreparer).
-	prep sync.WaitGroup
+	// bg tracks the work a dispatch leaves running: log preparations (see
+	// logPreparer) and the sends of claims made in a run's transaction
+	// (see pendingClaims.Send).
+	bg   sync.WaitGroup
 	ids  idLocks // one registration per agent id at a time
 	kick chan struct{}
 
@@ -253,7 +255,7 @@ func (d *Dispatcher) HeartbeatInterval() time.Duration { return d.cfg.HeartbeatI
 // Run matches jobs to agents whenever woken and runs the sweeps, until ctx
 // ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	defer d.prep.Wait() // no log directory is made after Run returned
+	defer d.bg.Wait() // nothing is sent, no log directory made, after Run returned
 	// Sweep often enough for the shortest deadline we promise.
 	tick := min(d.cfg.AckTimeout, d.cfg.RecoveryWindow, d.cfg.QueueSweepInterval, time.Second) / 2
 	tick = max(tick, 10*time.Millisecond)
@@ -425,7 +427,7 @@ func (d *Dispatcher) sendClaimed(ctx context.Context, c claimed) (bool, error) {
 	}
 	d.log.Info("job dispatched", "run_id", job.RunID, "job_id", job.ID, "job", job.Name, "agent_id", a.ID, "attempt", attempt)
 	if p, ok := d.logs.(logPreparer); ok {
-		d.prep.Go(func() {
+		d.bg.Go(func() {
 			// A failure is not the job's: the first chunk's append
 			// creates and syncs what is missing, and reports its own
 			// error.

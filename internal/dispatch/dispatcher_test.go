@@ -23,9 +23,10 @@ import (
 // recordingConn is the dispatcher's side of an agent connection: it keeps
 // every message sent and the close code, as a WebSocket would carry them.
 type recordingConn struct {
-	mu     sync.Mutex
-	sent   []protocol.Message
-	closed int
+	mu      sync.Mutex
+	sent    []protocol.Message
+	closed  int
+	changed chan struct{} // closed and replaced at each message sent
 }
 
 func (c *recordingConn) Send(_ context.Context, m protocol.Message) error {
@@ -35,7 +36,34 @@ func (c *recordingConn) Send(_ context.Context, m protocol.Message) error {
 		return errors.New("connection closed")
 	}
 	c.sent = append(c.sent, m)
+	if c.changed != nil {
+		close(c.changed)
+	}
+	c.changed = make(chan struct{})
 	return nil
+}
+
+// waitCount waits until n sent messages satisfy want (a dispatch made in a
+// run's transaction is sent in the background), failing after 10 s.
+func (c *recordingConn) waitCount(t *testing.T, want func(protocol.Message) bool, n int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		if c.count(want) >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("waited 10s for %d such messages, got %d", n, c.count(want))
+		}
+	}
 }
 
 func (c *recordingConn) Close(code int, _ string) {
