@@ -27,6 +27,15 @@ type jobRun struct {
 	out  *output // the job-level log
 	dirs jobDirs
 	src  string // the directory the steps run in
+	// scripts holds the steps' script files, written while the checkout
+	// runs (see writeScripts); nil before the job's directory exists.
+	scripts *scriptFiles
+}
+
+// scriptFiles are a job's step scripts being written in the background.
+type scriptFiles struct {
+	done chan struct{} // closed once every file is written or failed
+	errs []error       // per step, valid after done
 }
 
 // jobDirs is a job's private directory and its parts.
@@ -90,6 +99,8 @@ func (j *jobRun) run(ctx context.Context) Result {
 		pre.discard()
 		return j.abort(ctx, fmt.Errorf("prepare job directory: %w", err))
 	}
+	j.writeScripts()
+	defer func() { <-j.scripts.done }() // nothing writes in the directory after the job
 	src, err := j.checkout(ctx, pre)
 	if err != nil {
 		return j.abort(ctx, fmt.Errorf("checkout: %w", err))
@@ -190,12 +201,9 @@ func (j *jobRun) runStep(ctx context.Context, i int, st workflow.Step, env []str
 	if err != nil {
 		return fail(0, err)
 	}
-	script := filepath.Join(j.dirs.scripts, fmt.Sprintf("step-%d", i))
-	body := st.Run
-	if !strings.HasSuffix(body, "\n") {
-		body += "\n"
-	}
-	if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+	script := scriptPath(j.dirs, i)
+	<-j.scripts.done
+	if err := j.scripts.errs[i]; err != nil {
 		return fail(0, fmt.Errorf("write script: %w", err))
 	}
 	argv, err := shellCommand(st.Shell, script)
@@ -225,6 +233,30 @@ func (j *jobRun) runStep(ctx context.Context, i int, st workflow.Step, env []str
 	}
 	j.rep.StepStatus(rep)
 	return rep
+}
+
+// writeScripts starts writing every step's script into the job's scripts
+// directory, in the background: the files are ready by the time the
+// checkout is, instead of the first step waiting for its own.
+func (j *jobRun) writeScripts() {
+	steps := j.spec.Job.Steps
+	w := &scriptFiles{done: make(chan struct{}), errs: make([]error, len(steps))}
+	j.scripts = w
+	go func() {
+		defer close(w.done)
+		for i, st := range steps {
+			body := st.Run
+			if !strings.HasSuffix(body, "\n") {
+				body += "\n"
+			}
+			w.errs[i] = os.WriteFile(scriptPath(j.dirs, i), []byte(body), 0o700)
+		}
+	}()
+}
+
+// scriptPath is the file of step i's script.
+func scriptPath(d jobDirs, i int) string {
+	return filepath.Join(d.scripts, fmt.Sprintf("step-%d", i))
 }
 
 // workingDir resolves a step's working-directory against the checkout.
