@@ -27,15 +27,25 @@ func jobDirsOf(t *testing.T, workDir, jobID string) []string {
 	return dirs
 }
 
-// waitNoJobDirs waits until the work dir holds no job directory. Nothing
-// outside the agent signals a removal, so it looks every 10 ms.
+// waitNoJobDirs waits until the work dir holds no job directory (an
+// emptied one kept for the next job, "spare-…", does not count; it must be
+// empty). Nothing outside the agent signals a removal, so it looks every
+// 10 ms.
 func waitNoJobDirs(t *testing.T, workDir string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		left, err := os.ReadDir(filepath.Join(workDir, "jobs"))
+		entries, err := os.ReadDir(filepath.Join(workDir, "jobs"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		var left []string
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), "spare-") {
+				checkEmptySpare(t, filepath.Join(workDir, "jobs", e.Name()))
+				continue
+			}
+			left = append(left, e.Name())
 		}
 		if len(left) == 0 {
 			return
@@ -44,6 +54,26 @@ func waitNoJobDirs(t *testing.T, workDir string) {
 			t.Fatalf("job directories still there 20s after the job ended: %v", left)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkEmptySpare checks that a kept job directory holds its three empty
+// parts and nothing else.
+func checkEmptySpare(t *testing.T, dir string) {
+	t.Helper()
+	for _, part := range []string{"", "src", "scripts", "tmp"} {
+		entries, err := os.ReadDir(filepath.Join(dir, part))
+		if err != nil {
+			t.Errorf("spare %s: %v", dir, err)
+			continue
+		}
+		want := 0
+		if part == "" {
+			want = 3
+		}
+		if len(entries) != want {
+			t.Errorf("spare %s/%s: got %d entries, want %d", dir, part, len(entries), want)
+		}
 	}
 }
 

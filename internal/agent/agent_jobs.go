@@ -132,6 +132,7 @@ func (a *Agent) finishCleanups() {
 	defer t.Stop()
 	select {
 	case <-done:
+		a.runner.RemoveSpares()
 	case <-t.C:
 		a.log.Warn("job directories still being removed at exit; the next start removes them", "waited", a.cfg.ShutdownTimeout.String())
 	}

@@ -278,27 +278,6 @@ func workingDir(src, wd string) (string, error) {
 	return dir, nil
 }
 
-// makeDirs creates a fresh directory for a job under WorkDir. On an error
-// after the job's root was made, the root is returned too, for removal.
-func (r *Runner) makeDirs(id string) (jobDirs, error) {
-	root, err := os.MkdirTemp(r.cfg.WorkDir, "job-"+safeName(id)+"-")
-	if err != nil {
-		return jobDirs{}, err
-	}
-	d := jobDirs{
-		root:    root,
-		src:     filepath.Join(root, "src"),
-		scripts: filepath.Join(root, "scripts"),
-		tmp:     filepath.Join(root, "tmp"),
-	}
-	for _, dir := range []string{d.src, d.scripts, d.tmp} {
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return jobDirs{root: root}, err
-		}
-	}
-	return d, nil
-}
-
 // removeDirs removes a job's directory, making read-only directories (a Go
 // module cache, say) writable first if it has to.
 func (r *Runner) removeDirs(log *slog.Logger, root string) {

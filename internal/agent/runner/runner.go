@@ -119,8 +119,9 @@ func (c Config) withDefaults() Config {
 
 // Runner runs jobs. It is safe for concurrent use; see the package doc.
 type Runner struct {
-	cfg Config
-	log *slog.Logger
+	cfg    Config
+	log    *slog.Logger
+	spares spares // emptied job directories for the next jobs (see recycle)
 }
 
 // New returns a Runner after validating cfg and creating its WorkDir.
@@ -306,16 +307,17 @@ func (r *Runner) Run(ctx context.Context, spec JobSpec, rep Reporter) Result {
 	return res
 }
 
-// Cleanup waits for the job to end, then removes its directory, unless
-// Config.KeepJobDirs is set. It returns once the directory is gone; later
-// calls return at once. The directory's name is unique to this Execution,
-// so removing it never touches another job's, a new dispatch of the same
-// job id included.
+// Cleanup waits for the job to end, then empties its directory, unless
+// Config.KeepJobDirs is set: what the job left is gone when it returns, and
+// the emptied directory is kept (renamed "spare-…") for a later job, or
+// removed (see recycle). Later calls return at once. The directory's name
+// is unique to this Execution, so this never touches another job's, a new
+// dispatch of the same job id included.
 func (e *Execution) Cleanup() {
 	<-e.done
 	e.cleanOnce.Do(func() {
 		if e.dir != "" && !e.r.cfg.KeepJobDirs {
-			e.r.removeDirs(e.r.log, e.dir)
+			e.r.recycle(e.r.log, e.dir)
 		}
 	})
 }

@@ -555,8 +555,8 @@ func TestJobDirOutlivesTheResult(t *testing.T) {
 			if res := tc.run(r, spec); res.Status != runner.StatusSuccess {
 				t.Fatalf("result: got %s %v, want success", res.Status, res.Err)
 			}
-			if left, _ := os.ReadDir(work); len(left) != tc.wantLeft {
-				t.Errorf("job directories after the job: got %d, want %d", len(left), tc.wantLeft)
+			if left := jobDirNames(t, work); len(left) != tc.wantLeft {
+				t.Errorf("job directories after the job: got %v, want %d", left, tc.wantLeft)
 			}
 		})
 	}
@@ -573,8 +573,28 @@ func TestJobDirOutlivesTheResult(t *testing.T) {
 			t.Fatalf("the step's file after Wait: got %v (%v), want it still there", files, err)
 		}
 		e.Cleanup()
-		if left, _ := os.ReadDir(work); len(left) != 0 {
-			t.Errorf("job directories after Cleanup: got %d, want 0", len(left))
+		if left := jobDirNames(t, work); len(left) != 0 {
+			t.Errorf("job directories after Cleanup: got %v, want none", left)
+		}
+		if files, _ := filepath.Glob(filepath.Join(work, "*", "tmp", "file")); len(files) != 0 {
+			t.Errorf("the step's file after Cleanup: %v, want it gone", files)
 		}
 	})
+}
+
+// jobDirNames lists the job directories in work, leaving out the emptied
+// ones kept for later jobs ("spare-…").
+func jobDirNames(t *testing.T, work string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "spare-") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
