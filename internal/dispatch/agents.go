@@ -318,7 +318,7 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 		if err != nil || !fresh {
 			return err
 		}
-		events, freed, err = d.applyTx(ctx, tx, a, job, m)
+		events, freed, err = d.applyTx(ctx, tx, a, job, m, a.wasAcked(jobID))
 		return err
 	})
 	if store.IsStorageFull(err) {
@@ -338,7 +338,9 @@ func (d *Dispatcher) Apply(ctx context.Context, a *Agent, m protocol.Message) (u
 	return seq, nil
 }
 
-func (d *Dispatcher) applyTx(ctx context.Context, tx *store.Tx, a *Agent, job store.Job, m protocol.Message) ([]apiv1.Event, bool, error) {
+// applyTx applies one message of job in tx. acked says that the job's
+// job.ack from a's connection is applied (committed, or earlier in tx).
+func (d *Dispatcher) applyTx(ctx context.Context, tx *store.Tx, a *Agent, job store.Job, m protocol.Message, acked bool) ([]apiv1.Event, bool, error) {
 	now := d.cfg.Now()
 	switch m := m.(type) {
 	case *protocol.JobAck:
@@ -349,7 +351,7 @@ func (d *Dispatcher) applyTx(ctx context.Context, tx *store.Tx, a *Agent, job st
 			Reason: fmt.Sprintf("agent %s rejected the job: %s", a.ID, m.Reason)})
 		return events, true, err
 	case *protocol.JobStatus:
-		return d.applyJobStatus(ctx, tx, job, m, now)
+		return d.applyJobStatus(ctx, tx, job, m, now, acked)
 	case *protocol.StepStatus:
 		to := store.StepStatus(m.Status)
 		t := store.StepTransition{JobID: job.ID, Index: m.Step, From: runstate.StepFrom(to), To: to}
@@ -370,12 +372,15 @@ func (d *Dispatcher) applyTx(ctx context.Context, tx *store.Tx, a *Agent, job st
 	return nil, false, fmt.Errorf("unexpected message %s", m.Type())
 }
 
-func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store.Job, m *protocol.JobStatus, now time.Time) ([]apiv1.Event, bool, error) {
+func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store.Job, m *protocol.JobStatus, now time.Time, acked bool) ([]apiv1.Event, bool, error) {
 	to := store.JobStatus(m.Status)
 	if to == store.JobRunning {
-		// A running report also acknowledges the dispatch.
-		if _, err := tx.Ack(ctx, job.ID, job.AgentID); err != nil {
-			return nil, false, err
+		// A running report also acknowledges the dispatch, unless its
+		// job.ack already did.
+		if !acked {
+			if _, err := tx.Ack(ctx, job.ID, job.AgentID); err != nil {
+				return nil, false, err
+			}
 		}
 		changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: job.ID, From: runstate.JobFrom(to), To: to, StartedAt: &now})
 		if err != nil || !changed {

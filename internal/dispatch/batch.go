@@ -136,6 +136,9 @@ func (s *statusesApplied) finish(d *Dispatcher, acks *acker) {
 	queued := false
 	for i, m := range s.msgs {
 		jobID, _ := m.(protocol.JobScoped).JobSeq()
+		if _, ok := m.(*protocol.JobAck); ok && s.seqs[i] > 0 {
+			s.agent.noteAcked(jobID)
+		}
 		if s.freed[i] {
 			s.agent.release(jobID)
 			queued = true
@@ -173,6 +176,7 @@ func (d *Dispatcher) applyStatuses(ctx context.Context, a *Agent, rest []protoco
 		job     store.Job
 		lastSeq int64
 		raised  bool // lastSeq is above the stored one
+		acked   bool // a job.ack of the job was applied in this transaction
 		stale   bool // a status message may have changed the row: read it again
 		ended   bool // by a message of this batch: as released
 	}
@@ -212,9 +216,12 @@ func (d *Dispatcher) applyStatuses(ctx context.Context, a *Agent, rest []protoco
 				continue // a duplicate, or older than a message applied
 			}
 			h.lastSeq, h.raised = int64(seq), true
-			evs, freed, err := d.applyTx(ctx, tx, a, job, m)
+			evs, freed, err := d.applyTx(ctx, tx, a, job, m, h.acked || a.wasAcked(jobID))
 			if err != nil {
 				return err
+			}
+			if _, ok := m.(*protocol.JobAck); ok {
+				h.acked = true
 			}
 			events = append(events, evs...)
 			outcomes[i].freed = freed

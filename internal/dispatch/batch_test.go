@@ -118,3 +118,49 @@ func TestChunkBeforeTheEndIsStoredAfterIt(t *testing.T) {
 		}
 	})
 }
+
+// A running report clears the dispatch's ack deadline, as a job.ack does,
+// when no ack of this connection was applied before it; after an applied
+// ack it has nothing left to clear.
+func TestRunningReportAcknowledgesTheDispatch(t *testing.T) {
+	t.Parallel()
+	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
+		f := newFixture(t, db)
+		deadline := func(jobID string) bool {
+			e, err := db.GetQueueEntry(t.Context(), jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return e.AckDeadline != nil
+		}
+		noAck := f.push(t)
+		a, conn := f.dispatchTo(t, "host", "token:a")
+		if !deadline(noAck) {
+			t.Fatalf("dispatched job without an ack deadline")
+		}
+		if _, err := f.disp.ApplyBatch(t.Context(), a, []protocol.Message{&protocol.JobStatus{JobID: noAck, Seq: 1, Status: "running"}}); err != nil {
+			t.Fatal(err)
+		}
+		if deadline(noAck) || a.wasAcked(noAck) {
+			t.Errorf("after a running report without an ack: deadline set %t, noted acked %t; want cleared, not noted", deadline(noAck), a.wasAcked(noAck))
+		}
+		if _, err := f.disp.ApplyBatch(t.Context(), a, []protocol.Message{&protocol.JobStatus{JobID: noAck, Seq: 2, Status: "success"}}); err != nil {
+			t.Fatal(err)
+		}
+
+		acked := f.push(t) // claimed for the free agent by its run's transaction
+		conn.waitCount(t, isDispatch, 2)
+		if _, err := f.disp.ApplyBatch(t.Context(), a, []protocol.Message{&protocol.JobAck{JobID: acked, Seq: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if deadline(acked) || !a.wasAcked(acked) {
+			t.Errorf("after an ack: deadline set %t, noted acked %t; want cleared and noted", deadline(acked), a.wasAcked(acked))
+		}
+		if _, err := f.disp.ApplyBatch(t.Context(), a, []protocol.Message{&protocol.JobStatus{JobID: acked, Seq: 2, Status: "running"}}); err != nil {
+			t.Fatal(err)
+		}
+		if j := f.jobStatus(t, acked); j.Status != store.JobRunning {
+			t.Errorf("acked job after its running report: %s, want running", j.Status)
+		}
+	})
+}

@@ -50,6 +50,7 @@ type Agent struct {
 	boundJob string          // the job a scaler spawned this agent for, until claimed
 	managed  bool            // spawned by a scaler: its compute is destroyed when it disconnects, so it never comes back
 	busy     map[string]bool // job ids this agent holds
+	acked    map[string]bool // held jobs whose job.ack from this connection is committed (see noteAcked)
 	reserved int             // slots held by claims not yet committed (see reserve)
 	done     bool            // takes no more jobs: a one-shot agent that took its job, or a closing connection
 	kicked   bool            // its connection is being closed for its token
@@ -63,7 +64,7 @@ func NewAgent(reg *protocol.Register, conn Conn, backend string, now time.Time) 
 	return &Agent{
 		ID: reg.AgentID, Labels: labels, Capacity: max(1, reg.Concurrency), Version: reg.Version,
 		Hostname: reg.Hostname, Backend: backend, OneShot: reg.OneShot, ConnectedAt: now,
-		Features: slices.Clone(reg.Features), conn: conn, busy: map[string]bool{},
+		Features: slices.Clone(reg.Features), conn: conn, busy: map[string]bool{}, acked: map[string]bool{},
 	}
 }
 
@@ -175,6 +176,7 @@ func (a *Agent) take(jobID string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.busy[jobID] = true
+	delete(a.acked, jobID) // a new dispatch: its ack is to come
 	if a.OneShot {
 		a.done = true
 	}
@@ -185,7 +187,26 @@ func (a *Agent) release(jobID string) bool {
 	defer a.mu.Unlock()
 	had := a.busy[jobID]
 	delete(a.busy, jobID)
+	delete(a.acked, jobID)
 	return had
+}
+
+// noteAcked records that the job.ack of a job the agent holds was applied
+// and committed: the queue row's ack deadline is cleared, so the job's
+// running report need not clear it again.
+func (a *Agent) noteAcked(jobID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.busy[jobID] {
+		a.acked[jobID] = true
+	}
+}
+
+// wasAcked reports noteAcked.
+func (a *Agent) wasAcked(jobID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.acked[jobID]
 }
 
 func (a *Agent) holds(jobID string) bool {
