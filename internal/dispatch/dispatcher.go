@@ -100,7 +100,7 @@ type LogSink interface {
 // it while the agent starts the job, so the first chunk's
 // acknowledgement does not wait for those syncs.
 type logPreparer interface {
-	PrepareLog(ctx context.Context, runID, jobID string, steps int) error
+	PrepareLog(ctx context.Context, runID, jobID string) error
 }
 
 // Dispatcher matches queued jobs with agents and applies agent reports.
@@ -431,7 +431,7 @@ func (d *Dispatcher) sendClaimed(ctx context.Context, c claimed) (bool, error) {
 			// A failure is not the job's: the first chunk's append
 			// creates and syncs what is missing, and reports its own
 			// error.
-			if err := p.PrepareLog(context.WithoutCancel(ctx), job.RunID, job.ID, len(msg.Job.Steps)); err != nil {
+			if err := p.PrepareLog(context.WithoutCancel(ctx), job.RunID, job.ID); err != nil {
 				d.log.Debug("prepare job log failed", "run_id", job.RunID, "job_id", job.ID, "error", err)
 			}
 		})

@@ -2,7 +2,6 @@ package logs_test
 
 import (
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -108,42 +107,5 @@ func TestAppendAllConfinesAFailureToItsJob(t *testing.T) {
 	want := append(stored(1, 0, mkLines("before", 1)), stored(2, 0, mkLines("lost", 1))...)
 	if diff := cmp.Diff(want, readAll(t, st, bad, 100)); diff != "" {
 		t.Errorf("failed job's step 0 after the replay (-want +got):\n%s", diff)
-	}
-}
-
-// TestPreparedStepsNeedNoDirectorySync: a job prepared with its step count
-// has its files made ahead, so its output syncs no directory, and its
-// empty files read as no output.
-func TestPreparedStepsNeedNoDirectorySync(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	st := newStore(t, dir)
-	if err := st.Prepare(t.Context(), "run", "job", 2); err != nil {
-		t.Fatalf("prepare: %v", err)
-	}
-	for _, name := range []string{"step-setup.log", "step-0.log", "step-1.log"} {
-		if _, err := os.Stat(filepath.Join(dir, "run", "job", name)); err != nil {
-			t.Errorf("prepared file %s: %v", name, err)
-		}
-	}
-	if got := readAll(t, st, logs.StepKey{RunID: "run", JobID: "job", Step: 1}, 100); len(got) != 0 {
-		t.Errorf("a prepared step without output: got %v, want no lines", got)
-	}
-	c := countSyncs(st)
-	res := st.AppendAll(t.Context(), []logs.Chunk{
-		{Key: logs.StepKey{RunID: "run", JobID: "job", Step: logs.SetupStep}, Seq: 1, Lines: mkLines("setup", 1)},
-		{Key: logs.StepKey{RunID: "run", JobID: "job", Step: 0}, Seq: 2, Lines: mkLines("a", 1)},
-		{Key: logs.StepKey{RunID: "run", JobID: "job", Step: 1}, Seq: 3, Lines: mkLines("b", 1)},
-	})
-	for i, r := range res {
-		if r.Err != nil || !r.Stored {
-			t.Fatalf("chunk %d: %+v", i, r)
-		}
-	}
-	if got := c.dirs.Load(); got != 0 {
-		t.Errorf("got %d directory syncs, want none", got)
-	}
-	if got := c.files.Load(); got != 3 {
-		t.Errorf("got %d file syncs, want 3", got)
 	}
 }

@@ -462,19 +462,16 @@ func (b *appendBatch) close() {
 	}
 }
 
-// maxPreparedSteps bounds the step files Prepare makes ahead; a job with
-// more steps gets the others' files on their first output.
-const maxPreparedSteps = 256
-
-// Prepare creates a job's log directory (and its run's) and the files of
-// its job-level output (SetupStep, which the agent writes before any step)
-// and of its first steps (0 to steps-1, at most maxPreparedSteps), and
-// syncs their entries, so that the job's output costs only the syncs of
-// its data. The orchestrator may call it when it dispatches the job, off
-// the path of the agent's output; Append creates and syncs the same itself
-// for a job not prepared (an empty file reads as no output, like a missing
-// one). Preparing a prepared job does nothing.
-func (s *Store) Prepare(ctx context.Context, runID, jobID string, steps int) error {
+// Prepare creates a job's log directory (and its run's) and the file of
+// its job-level output (SetupStep, which the agent writes before any step:
+// the checkout's notes), and syncs their entries, so that the job's first
+// output costs only the sync of its data. The orchestrator may call it when
+// it dispatches the job, off the path of the agent's output; Append creates
+// and syncs the same itself for a job not prepared (an empty file reads as
+// no output, like a missing one). A step's file is made by its first
+// output: made ahead, a silent step's would cost an inode for nothing.
+// Preparing a prepared job does nothing.
+func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -492,19 +489,17 @@ func (s *Store) Prepare(ctx context.Context, runID, jobID string, steps int) err
 	if err := s.makeJobDirs(runID, jobID); err != nil {
 		return fmt.Errorf("prepare log directory of job %q: %w", jobID, err)
 	}
-	for step := SetupStep; step < min(steps, maxPreparedSteps); step++ {
-		path := s.stepPath(StepKey{RunID: runID, JobID: jobID, Step: step})
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		switch {
-		case err == nil:
-			js.entryUnsynced = true
-			err = f.Close()
-		case errors.Is(err, fs.ErrExist):
-			err = nil
-		}
-		if err != nil {
-			return fmt.Errorf("prepare log of job %q: %w", jobID, err)
-		}
+	setup := s.stepPath(StepKey{RunID: runID, JobID: jobID, Step: SetupStep})
+	f, err := os.OpenFile(setup, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	switch {
+	case err == nil:
+		js.entryUnsynced = true
+		err = f.Close()
+	case errors.Is(err, fs.ErrExist):
+		err = nil
+	}
+	if err != nil {
+		return fmt.Errorf("prepare log of job %q: %w", jobID, err)
 	}
 	if js.entryUnsynced {
 		if err := s.syncDir(s.jobDir(runID, jobID)); err != nil {

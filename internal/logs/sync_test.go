@@ -27,10 +27,10 @@ func TestSyncsPerJob(t *testing.T) {
 	mustAppend(t, st, a, 3, mkLines("y", 2))
 	mustAppend(t, st, logs.StepKey{RunID: "run", JobID: "job-b", Step: 0}, 1, mkLines("b", 1))
 	// A prepared job syncs its entries when prepared, not on its chunks.
-	if err := st.Prepare(t.Context(), "run", "job-c", 0); err != nil {
+	if err := st.Prepare(t.Context(), "run", "job-c"); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
-	if err := st.Prepare(t.Context(), "run", "job-c", 0); err != nil {
+	if err := st.Prepare(t.Context(), "run", "job-c"); err != nil {
 		t.Fatalf("prepare again: %v", err)
 	}
 	c.dirs.Store(0)

@@ -563,8 +563,8 @@ func (l logSink) WriteLogs(ctx context.Context, chunks []dispatch.LogAppend) fun
 	}
 }
 
-func (l logSink) PrepareLog(ctx context.Context, runID, jobID string, steps int) error {
-	return l.logs.Prepare(ctx, runID, jobID, steps)
+func (l logSink) PrepareLog(ctx context.Context, runID, jobID string) error {
+	return l.logs.Prepare(ctx, runID, jobID)
 }
 
 // resolveSecrets returns the values of the secrets job declares (workflow
