@@ -419,22 +419,26 @@ func owns(a *Agent, job store.Job) bool {
 
 // applyLog stores a log chunk; the log store itself skips a chunk it has.
 func (d *Dispatcher) applyLog(ctx context.Context, a *Agent, m *protocol.LogChunk) error {
-	job, err := d.db.GetJobHead(ctx, m.JobID)
-	if err != nil {
+	job, keep, err := d.checkChunk(ctx, a, m)
+	if err != nil || !keep {
 		return err
 	}
+	return d.logs.AppendLog(ctx, job.RunID, job.ID, job.Attempt, m.Step, m.Seq, m.Lines)
+}
+
+// checkChunk reads the job of a log chunk from a and says whether to store
+// the chunk (see storeChunk); a chunk about a job that is not a's gives an
+// ErrNotOwner error. The chunk is counted as received.
+func (d *Dispatcher) checkChunk(ctx context.Context, a *Agent, m *protocol.LogChunk) (store.Job, bool, error) {
+	job, err := d.db.GetJobHead(ctx, m.JobID)
+	if err != nil {
+		return store.Job{}, false, err
+	}
 	if !owns(a, job) {
-		return fmt.Errorf("log.chunk of job %q from agent %q: %w", m.JobID, a.ID, ErrNotOwner)
+		return store.Job{}, false, fmt.Errorf("log.chunk of job %q from agent %q: %w", m.JobID, a.ID, ErrNotOwner)
 	}
 	d.cfg.Observer.LogChunkReceived()
-	if !storeChunk(job, m) {
-		// Ended by the orchestrator (its log storage is full, its agent
-		// was lost): output the agent still sends is not stored. A job
-		// the agent ends itself sends all its output before its final
-		// status, so nothing of it is lost here.
-		return nil
-	}
-	return d.logs.AppendLog(ctx, job.RunID, job.ID, job.Attempt, m.Step, m.Seq, m.Lines)
+	return job, storeChunk(job, m), nil
 }
 
 func timeOr(t, def time.Time) *time.Time {

@@ -300,7 +300,7 @@ type pendingLogs struct {
 	sync   func() []error       // nil: store each with AppendLog
 }
 
-// writeLogs checks the batch's log chunks as applyLog does and writes those
+// writeLogs checks the batch's log chunks (checkChunk) and writes those
 // to store (acknowledging at once those not to store). A sink that is not a
 // logWriter stores them in syncLogs, one at a time.
 func (d *Dispatcher) writeLogs(ctx context.Context, a *Agent, chunks []*protocol.LogChunk, acks *acker, res *BatchResult) (*pendingLogs, error) {
@@ -309,17 +309,16 @@ func (d *Dispatcher) writeLogs(ctx context.Context, a *Agent, chunks []*protocol
 		if d.swallowUnstored(c) {
 			continue // its job is being failed for lack of space
 		}
-		job, err := d.db.GetJobHead(ctx, c.JobID)
+		job, keep, err := d.checkChunk(ctx, a, c)
+		if errors.Is(err, ErrNotOwner) {
+			res.Foreign = append(res.Foreign, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		if !owns(a, job) {
-			res.Foreign = append(res.Foreign, fmt.Errorf("log.chunk of job %q from agent %q: %w", c.JobID, a.ID, ErrNotOwner))
-			continue
-		}
-		d.cfg.Observer.LogChunkReceived()
-		if !storeChunk(job, c) {
-			acks.ack(c.JobID, c.Seq)
+		if !keep {
+			acks.ack(c.JobID, c.Seq) // not stored: see storeChunk
 			continue
 		}
 		p.chunks = append(p.chunks, c)
