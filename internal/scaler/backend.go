@@ -55,6 +55,23 @@ type LabelSet struct {
 	// Requests feed the capacity caps; Limits are enforced by the backend.
 	Requests Spec
 	Limits   Spec
+	// Firecracker holds a firecracker label set's guest (zero for the
+	// other backends).
+	Firecracker FirecrackerGuest
+}
+
+// FirecrackerGuest is what a firecracker label set boots.
+type FirecrackerGuest struct {
+	// RootfsPath is the guest's root filesystem (ext4), attached
+	// read-only.
+	RootfsPath string
+	// KernelPath, VCPUCount and MemSizeMib override the scaler's; zero
+	// means the scaler's.
+	KernelPath string
+	VCPUCount  int
+	MemSizeMib int
+	// OverlayDriveSizeMib is the writable overlay drive's size.
+	OverlayDriveSizeMib int
 }
 
 // Key is the normalised form of a label set: its labels joined by ",".

@@ -47,6 +47,11 @@ func (f *File) managerScaler(s Scaler) scaler.ScalerConfig {
 			Volumes:    slices.Clone(ls.Volumes),
 			Requests:   res.Requests,
 			Limits:     res.Limits,
+			Firecracker: scaler.FirecrackerGuest{
+				RootfsPath: ls.Firecracker.RootfsPath, KernelPath: ls.Firecracker.KernelPath,
+				VCPUCount: ls.Firecracker.VCPUCount, MemSizeMib: ls.Firecracker.MemSizeMib,
+				OverlayDriveSizeMib: ls.Firecracker.OverlayDriveSizeMib,
+			},
 		})
 	}
 	return sc

@@ -11,8 +11,9 @@ const Version = 1
 
 // Scaler types.
 const (
-	TypeBareMetal = "bare-metal"
-	TypeContainer = "container"
+	TypeBareMetal   = "bare-metal"
+	TypeContainer   = "container"
+	TypeFirecracker = "firecracker"
 )
 
 // Container runtimes a container scaler may ask for.
@@ -55,6 +56,9 @@ type File struct {
 	// Scalers are those of the main file, then those of each drop-in in
 	// merge order.
 	Scalers []Scaler
+	// Firecracker is the top-level firecracker network block, with its
+	// defaults when the file has none; every firecracker scaler shares it.
+	Firecracker FirecrackerNetwork
 }
 
 // Defaults is the lowest layer of the resource cascade.
@@ -78,7 +82,7 @@ type Scaler struct {
 	// Name is unique across the main file and the drop-ins and matches
 	// ^[a-z0-9][a-z0-9-]{0,62}$.
 	Name string
-	// Type is TypeBareMetal or TypeContainer.
+	// Type is TypeBareMetal, TypeContainer or TypeFirecracker.
 	Type string
 	// MaxAgents caps this scaler's agents, spawning or alive.
 	MaxAgents int
@@ -96,8 +100,11 @@ type Scaler struct {
 	// ResourceCap caps the sum of this scaler's requests; zero fields mean
 	// no cap on that dimension.
 	ResourceCap ResourceCap
-	// Container holds the container-only options; zero for bare-metal.
+	// Container holds the container-only options; zero for the others.
 	Container Container
+	// Firecracker holds the firecracker-only options, defaults filled in;
+	// zero for the others.
+	Firecracker Firecracker
 }
 
 // LabelSet is one kind of agent a scaler spawns.
@@ -119,6 +126,10 @@ type LabelSet struct {
 	// Resources is this label set's own layer of the cascade; see
 	// (*File).ManagerConfig for the resolved values.
 	Resources Resources
+	// Firecracker holds a firecracker label set's options (rootfsPath is
+	// required there; the overlay size defaults to 2048 MiB); zero for the
+	// other types.
+	Firecracker FirecrackerLabelSet
 }
 
 // Key is the label set's normalised key, the one overlap is checked on.

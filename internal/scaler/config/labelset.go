@@ -20,16 +20,11 @@ type rawLabelSet struct {
 }
 
 var labelSetSchema = schema{
-	known: []string{"labels", "image", "imagePullPolicy", "binaryPath", "env", "volumes", "resources"},
+	known: append([]string{"labels", "image", "imagePullPolicy", "binaryPath", "env", "volumes", "resources"}, firecrackerLabelSetKeys...),
 	unsupported: map[string]string{
-		"containerSocket":     notYet,
-		"backpressureMode":    notYet,
-		"networkPolicy":       notYet + " (there are no network isolation rules yet)",
-		"rootfsPath":          notYetFirecracker,
-		"kernelPath":          notYetFirecracker,
-		"vcpuCount":           notYetFirecracker,
-		"memSizeMib":          notYetFirecracker,
-		"overlayDriveSizeMib": notYetFirecracker,
+		"containerSocket":  notYet,
+		"backpressureMode": notYet,
+		"networkPolicy":    notYet + " (there are no network isolation rules yet)",
 	},
 }
 
@@ -115,6 +110,8 @@ func (p *parser) labelSet(n *yaml.Node, path string) *rawLabelSet {
 			}
 		case "resources":
 			ls.Resources, set.resOK = p.resources(kv.value, what)
+		default:
+			p.firecrackerLabelSetKey(kv, what, &ls.Firecracker)
 		}
 	}
 	if _, ok := set.keys["labels"]; !ok {
@@ -131,12 +128,29 @@ func (p *parser) checkLabelSetType(set *rawLabelSet, typ string) {
 			p.errorAt(at, join(set.path, key), "%s", msg)
 		}
 	}
+	if typ != TypeFirecracker && typ != "" {
+		for _, k := range firecrackerLabelSetKeys {
+			only(k, "only for firecracker scalers")
+		}
+	}
 	switch typ {
+	case TypeFirecracker:
+		if _, ok := set.keys["rootfsPath"]; !ok {
+			p.errorAt(set.at, set.path, "missing required key \"rootfsPath\": a firecracker label set needs the guest's root filesystem image")
+		}
+		only("image", "not supported for firecracker scalers: the guest runs its rootfsPath image")
+		only("imagePullPolicy", "only for container scalers")
+		only("volumes", "only for container scalers")
+		only("binaryPath", "only for bare-metal scalers: the guest's rootfs starts its own kici-agent")
+		if set.ls.Firecracker.OverlayDriveSizeMib == 0 {
+			set.ls.Firecracker.OverlayDriveSizeMib = DefaultOverlayDriveSizeMib
+		}
 	case TypeContainer:
 		if _, ok := set.keys["image"]; !ok {
 			p.errorAt(set.at, set.path, "missing required key \"image\": a container label set needs the image its agents run in")
 		}
 		only("binaryPath", "only for bare-metal scalers: a container agent runs its image's command")
+		set.ls.Firecracker = FirecrackerLabelSet{}
 		if set.ls.ImagePullPolicy == "" {
 			set.ls.ImagePullPolicy = PullIfNotPresent
 		}

@@ -85,7 +85,7 @@ func readDropIns(dir string) ([]NamedFile, error) {
 func Parse(name string, data []byte, dropIns ...NamedFile) (*File, error) {
 	p := &parser{}
 	order := map[string]int{name: 0}
-	f := &File{GlobalMaxAgents: DefaultGlobalMaxAgents}
+	f := &File{GlobalMaxAgents: DefaultGlobalMaxAgents, Firecracker: defaultFirecrackerNetwork()}
 	var raws []*rawScaler
 	defaultsOK := true
 
@@ -189,11 +189,10 @@ func (p *parser) yamlError(err error) {
 const notYet = "not supported yet"
 
 var mainSchema = schema{
-	known: []string{"version", "globalMaxAgents", "defaults", "scalers"},
+	known: []string{"version", "globalMaxAgents", "defaults", "scalers", "firecracker"},
 	unsupported: map[string]string{
 		"globalResourceCap": notYet + " (a cap per scaler is: resourceCap)",
 		"machinePools":      notYet,
-		"firecracker":       notYet + " (there is no firecracker backend yet)",
 	},
 }
 
@@ -226,6 +225,8 @@ func (p *parser) mainFile(root *yaml.Node, f *File) ([]*rawScaler, bool) {
 		case "scalers":
 			haveScalers = true
 			raws = p.scalers(kv.value)
+		case "firecracker":
+			p.firecrackerNetwork(kv.value, kv.key, &f.Firecracker)
 		}
 	}
 	if !haveVersion {

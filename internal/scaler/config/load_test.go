@@ -126,7 +126,7 @@ func TestErrorsFollowTheMergeOrder(t *testing.T) {
 		NamedFile{Name: "0.yaml", Data: []byte("scalers: 3\n")},
 	)
 	want := strings.Join([]string{
-		`z-main.yaml:3:1: bogus: unknown key (known keys: version, globalMaxAgents, defaults, scalers)`,
+		`z-main.yaml:3:1: bogus: unknown key (known keys: version, globalMaxAgents, defaults, scalers, firecracker)`,
 		`z-main.yaml:4:18: globalMaxAgents: must be a positive number (at most 100000), got -1`,
 		`a.yaml:1:1: version: only allowed in the main file: a drop-in file contributes its "scalers" list and nothing else`,
 		`0.yaml:1:10: scalers: expected a list, got a number`,
@@ -203,6 +203,7 @@ scalers:
 			WarmPool:  WarmPool{IdleTimeout: 300 * time.Second},
 			Container: Container{Runtime: "auto"},
 		}},
+		Firecracker: defaultFirecrackerNetwork(),
 	}
 	if diff := cmp.Diff(want, f); diff != "" {
 		t.Errorf("file differs (-want +got):\n%s", diff)

@@ -40,6 +40,10 @@ type ReloadPlan struct {
 	// GlobalChanged is set when globalMaxAgents or defaults.resources
 	// differ.
 	GlobalChanged bool
+	// NetworkChangedUnder names the firecracker scalers of both files
+	// when the firecracker network block differs: their VMs live on the
+	// old bridge and pool, so such a reload is refused.
+	NetworkChangedUnder []string
 }
 
 // Err returns the plan's type changes joined into one error, or nil
@@ -48,6 +52,9 @@ func (p ReloadPlan) Err() error {
 	errs := make([]error, len(p.TypeChanged))
 	for i, e := range p.TypeChanged {
 		errs[i] = e
+	}
+	if len(p.NetworkChangedUnder) > 0 {
+		errs = append(errs, fmt.Errorf("the firecracker network block changed while firecracker scalers %v run on it; restart the orchestrator to apply", p.NetworkChangedUnder))
 	}
 	return errors.Join(errs...)
 }
@@ -89,5 +96,12 @@ func Plan(from, to *File) ReloadPlan {
 		}
 	}
 	plan.GlobalChanged = from.GlobalMaxAgents != to.GlobalMaxAgents || from.Defaults != to.Defaults
+	if from.Firecracker != to.Firecracker {
+		for _, s := range to.Scalers {
+			if o, ok := old[s.Name]; ok && o.Type == TypeFirecracker && s.Type == TypeFirecracker {
+				plan.NetworkChangedUnder = append(plan.NetworkChangedUnder, s.Name)
+			}
+		}
+	}
 	return plan
 }

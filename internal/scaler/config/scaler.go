@@ -37,27 +37,17 @@ var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // containerKeys are the scaler keys only a container scaler may set.
 var containerKeys = []string{"host", "socketPath", "runtime", "extraHosts", "networkIsolation"}
 
-const notYetFirecracker = notYet + " (it configures the firecracker backend, which kici does not have yet)"
-
 var scalerSchema = schema{
 	known: append([]string{
 		"name", "type", "maxAgents", "maxConcurrentSpawns", "orchestratorUrl",
 		"labelSets", "mandatoryLabels", "warmPool", "resourceCap",
-	}, containerKeys...),
+	}, append(containerKeys, firecrackerKeys...)...),
 	unsupported: map[string]string{
 		"platform":             notYet + " (agents are labelled kici:os:linux)",
 		"roles":                notYet,
 		"machinePool":          notYet,
 		"enforceCgroups":       notYet,
 		"requireSudo":          notYet,
-		"firecrackerPath":      notYetFirecracker,
-		"jailerPath":           notYetFirecracker,
-		"kernelPath":           notYetFirecracker,
-		"uid":                  notYetFirecracker,
-		"gid":                  notYetFirecracker,
-		"chrootBaseDir":        notYetFirecracker,
-		"vcpuCount":            notYetFirecracker,
-		"memSizeMib":           notYetFirecracker,
 		"provisioningTargets":  notYet + " (there is no event backend)",
 		"claimTtlSeconds":      notYet + " (there is no event backend)",
 		"agentTokenTtlSeconds": notYet + " (there is no event backend)",
@@ -118,6 +108,8 @@ func (p *parser) scaler(n *yaml.Node, path string) *rawScaler {
 			warmSize, warmSizeN = p.warmPool(kv.value, what, &r.s.WarmPool)
 		case "resourceCap":
 			p.resourceCap(kv.value, what, &r.s.ResourceCap)
+		case "firecrackerPath", "jailerPath", "kernelPath", "uid", "gid", "chrootBaseDir", "vcpuCount", "memSizeMib":
+			p.firecrackerKey(kv, what, &r.s.Firecracker)
 		default:
 			p.containerKey(kv, what, &r.s.Container)
 		}
@@ -130,18 +122,28 @@ func (p *parser) scaler(n *yaml.Node, path string) *rawScaler {
 	if setsN != nil {
 		p.labelSets(setsN, join(path, "labelSets"), r)
 	}
+	onlyFor := func(keys []string, typ string) {
+		for _, k := range keys {
+			if at, ok := r.keys[k]; ok {
+				p.errorAt(at, join(path, k), "only for type %q scalers", typ)
+			}
+		}
+	}
 	switch r.s.Type {
 	case TypeContainer:
 		if r.s.Container.Runtime == "" {
 			r.s.Container.Runtime = RuntimeAuto
 		}
+		onlyFor(firecrackerKeys, TypeFirecracker)
+		r.s.Firecracker = Firecracker{}
 	case TypeBareMetal:
-		for _, k := range containerKeys {
-			if at, ok := r.keys[k]; ok {
-				p.errorAt(at, join(path, k), "only for type %q scalers", TypeContainer)
-			}
-		}
+		onlyFor(containerKeys, TypeContainer)
+		onlyFor(firecrackerKeys, TypeFirecracker)
+		r.s.Container, r.s.Firecracker = Container{}, Firecracker{}
+	case TypeFirecracker:
+		onlyFor(containerKeys, TypeContainer)
 		r.s.Container = Container{}
+		p.checkFirecrackerScaler(r, n)
 	}
 	for _, set := range r.sets {
 		p.checkLabelSetType(set, r.s.Type)
@@ -167,15 +169,15 @@ func (p *parser) scalerType(n *yaml.Node, path string) string {
 		return ""
 	}
 	switch s {
-	case TypeBareMetal, TypeContainer:
+	case TypeBareMetal, TypeContainer, TypeFirecracker:
 		return s
-	case "firecracker", "event", "kubernetes":
-		p.errorf(n, path, "type %q is not supported yet; use %q or %q", s, TypeBareMetal, TypeContainer)
+	case "event", "kubernetes":
+		p.errorf(n, path, "type %q is not supported yet; use %q, %q or %q", s, TypeBareMetal, TypeContainer, TypeFirecracker)
 	default:
-		if c := closest(s, []string{TypeBareMetal, TypeContainer}); c != "" {
+		if c := closest(s, []string{TypeBareMetal, TypeContainer, TypeFirecracker}); c != "" {
 			p.errorf(n, path, "unknown type %q (did you mean %q?)", s, c)
 		} else {
-			p.errorf(n, path, "unknown type %q: use %q or %q", s, TypeBareMetal, TypeContainer)
+			p.errorf(n, path, "unknown type %q: use %q, %q or %q", s, TypeBareMetal, TypeContainer, TypeFirecracker)
 		}
 	}
 	return ""
