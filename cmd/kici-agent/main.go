@@ -29,6 +29,12 @@ const (
 
 func main() {
 	reaper.Main() // a copy of this binary started as the agent's reaper runs that and exits
+	// A Firecracker guest's agent reads its configuration from MMDS first;
+	// the token it brings is then hidden like one from the environment.
+	if err := agent.ApplyMMDS(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "kici-agent: %v\n", err)
+		os.Exit(exitUsage)
+	}
 	if err := agent.HideToken(os.Args, os.Environ()); err != nil {
 		fmt.Fprintf(os.Stderr, "kici-agent: %v\n", err)
 		os.Exit(exitUsage)

@@ -42,6 +42,7 @@ var EnvVars = []EnvVar{
 	{"KICI_AGENT_SHUTDOWN_TIMEOUT_MS", "30000", "On stopping, how long to wait for the orchestrator to acknowledge buffered messages."},
 	{"KICI_AGENT_MAX_STEP_LOG_BYTES", "10485760", "Output cap per step; past it one marker line is sent and the rest dropped."},
 	{"KICI_AGENT_KEEP_JOB_DIRS", "false", "Keep each job's directory after the job, for debugging."},
+	{EnvMMDSURL, "(none)", "Read KICI_ORCHESTRATOR_URL, KICI_AGENT_ID, KICI_LABELS, the token and extra variables from a Firecracker metadata service (MMDS v2) at this http:// address first, e.g. http://169.254.169.254; a guest's init sets it."},
 	{"KICI_LOG_LEVEL", "info", "The agent's own log level: debug, info, warn or error."},
 	{"KICI_LOG_FORMAT", "text on a TTY, else json", "The agent's own log format: text or json."},
 }
