@@ -1,0 +1,64 @@
+//go:build linux
+
+package hostnet
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/nftables/expr"
+)
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	pool := netip.MustParsePrefix("10.0.0.0/24")
+	tests := []struct {
+		name  string
+		exprs []expr.Any
+		want  string
+	}{
+		{
+			name:  "exact source",
+			exprs: rule(matchAddr(offSaddr, host(netip.MustParseAddr("10.0.0.2"))), []expr.Any{&expr.Counter{}, verdict(expr.VerdictDrop)}),
+			want:  "ip saddr 10.0.0.2 counter drop",
+		},
+		{
+			name:  "prefixes",
+			exprs: rule(matchAddr(offSaddr, pool), matchAddr(offDaddr, netip.MustParsePrefix("172.16.0.0/12")), []expr.Any{verdict(expr.VerdictAccept)}),
+			want:  "ip saddr 10.0.0.0/24 ip daddr 172.16.0.0/12 accept",
+		},
+		{
+			name:  "any destination",
+			exprs: rule(matchAddr(offDaddr, netip.MustParsePrefix("0.0.0.0/0")), []expr.Any{verdict(expr.VerdictAccept)}),
+			want:  "ip daddr 0.0.0.0/0 accept",
+		},
+		{
+			name:  "conntrack",
+			exprs: rule(ctEstablished(), []expr.Any{verdict(expr.VerdictAccept)}),
+			want:  "ct state established,related accept",
+		},
+		{
+			name:  "masquerade",
+			exprs: rule(matchAddr(offSaddr, pool), oifnameNot("kici-br0"), []expr.Any{&expr.Masq{}}),
+			want:  `ip saddr 10.0.0.0/24 oifname != "kici-br0" masquerade`,
+		},
+		{
+			name:  "jump",
+			exprs: jumpRule(),
+			want:  "jump baseline",
+		},
+		{
+			name:  "foreign expression",
+			exprs: []expr.Any{&expr.Log{}, verdict(expr.VerdictReturn)},
+			want:  "*expr.Log return",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := describe(tt.exprs); got != tt.want {
+				t.Fatalf("describe: got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

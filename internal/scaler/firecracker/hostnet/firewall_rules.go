@@ -1,0 +1,215 @@
+//go:build linux
+
+package hostnet
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+)
+
+// The chains of the table.
+const (
+	chainForward     = "forward"
+	chainBaseline    = "baseline"
+	chainPostrouting = "postrouting"
+)
+
+// The comments that say which rule is which. A per-VM rule's comment is
+// vmTagPrefix and the VM's address.
+const (
+	vmTagPrefix = "kici-vm "
+	baselineTag = "kici-baseline"
+	jumpTag     = "kici-baseline-jump"
+	masqTag     = "kici-masquerade"
+)
+
+// privateNets are the destinations no guest may reach unless allowed:
+// the RFC 1918 ranges, then link-local (cloud metadata services).
+var privateNets = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+}
+
+// The IPv4 header offsets of the source and destination addresses.
+const (
+	offSaddr = 12
+	offDaddr = 16
+)
+
+// vmTag is the comment of addr's per-VM rules.
+func vmTag(addr netip.Addr) string { return vmTagPrefix + addr.String() }
+
+// comment returns the nft comment in a rule's user data. It does its own
+// bounds checks: the user data of a rule kici did not write may be
+// anything.
+func comment(ud []byte) (string, bool) {
+	for len(ud) >= 2 {
+		typ, n := userdata.Type(ud[0]), int(ud[1])
+		if len(ud) < 2+n {
+			return "", false
+		}
+		if typ == userdata.TypeComment {
+			return strings.TrimSuffix(string(ud[2:2+n]), "\x00"), true
+		}
+		ud = ud[2+n:]
+	}
+	return "", false
+}
+
+// tagged returns the user data of a rule commented tag.
+func tagged(tag string) []byte { return userdata.AppendString(nil, userdata.TypeComment, tag) }
+
+// vmAddrOf returns the VM address a rule's comment names, if it is a
+// per-VM rule.
+func vmAddrOf(r *nftables.Rule) (netip.Addr, bool) {
+	c, ok := comment(r.UserData)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	s, ok := strings.CutPrefix(c, vmTagPrefix)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// hasTag reports whether r's comment is tag.
+func hasTag(r *nftables.Rule, tag string) bool {
+	c, ok := comment(r.UserData)
+	return ok && c == tag
+}
+
+// matchAddr matches the address at the IPv4 header offset off against p;
+// a /32 is an exact comparison, so 10.0.0.2 never matches 10.0.0.20.
+func matchAddr(off uint32, p netip.Prefix) []expr.Any {
+	e := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: 4}}
+	if p.Bits() < 32 {
+		e = append(e, &expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: net.CIDRMask(p.Bits(), 32), Xor: make([]byte, 4)})
+	}
+	a := p.Masked().Addr().As4()
+	return append(e, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: a[:]})
+}
+
+// host is the /32 of a.
+func host(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
+
+// ctEstablished matches ct state established,related.
+func ctEstablished() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		&expr.Bitwise{
+			SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED),
+			Xor:  make([]byte, 4),
+		},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: make([]byte, 4)},
+	}
+}
+
+// oifnameNot matches packets leaving by an interface not called name.
+func oifnameNot(name string) []expr.Any {
+	b := make([]byte, 16) // IFNAMSIZ, NUL-padded as nft does
+	copy(b, name)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: b},
+	}
+}
+
+// verdict ends a rule.
+func verdict(k expr.VerdictKind) expr.Any { return &expr.Verdict{Kind: k} }
+
+// rule joins expression groups into one rule's expressions.
+func rule(parts ...[]expr.Any) []expr.Any {
+	var e []expr.Any
+	for _, p := range parts {
+		e = append(e, p...)
+	}
+	return e
+}
+
+// table is the Host's nftables table.
+func (h *Host) table() *nftables.Table {
+	return &nftables.Table{Name: h.cfg.Table, Family: nftables.TableFamilyIPv4}
+}
+
+// forwardChain is the hooked filter chain the per-VM rules live in.
+func forwardChain(t *nftables.Table) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Name: chainForward, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+	}
+}
+
+// baselineChain is the regular chain of the pool-wide rules.
+func baselineChain(t *nftables.Table) *nftables.Chain {
+	return &nftables.Chain{Name: chainBaseline, Table: t}
+}
+
+// postroutingChain is the NAT chain of the masquerade rule.
+func postroutingChain(t *nftables.Table) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Name: chainPostrouting, Table: t, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept,
+	}
+}
+
+// baselineRules are the expressions of the baseline chain, in order.
+// A packet from the pool that none of them ends goes back to forward,
+// whose policy accepts it.
+func (h *Host) baselineRules() [][]expr.Any {
+	pool := matchAddr(offSaddr, h.cfg.Prefix)
+	rules := [][]expr.Any{
+		rule(pool, ctEstablished(), []expr.Any{verdict(expr.VerdictAccept)}),
+		rule(pool, matchAddr(offDaddr, host(h.cfg.Gateway)), []expr.Any{verdict(expr.VerdictAccept)}),
+	}
+	for _, p := range privateNets {
+		rules = append(rules, rule(pool, matchAddr(offDaddr, p), []expr.Any{verdict(expr.VerdictDrop)}))
+	}
+	return rules
+}
+
+// jumpRule is the expression of forward's last rule.
+func jumpRule() []expr.Any {
+	return []expr.Any{&expr.Verdict{Kind: expr.VerdictJump, Chain: chainBaseline}}
+}
+
+// masqRule is the expression of the postrouting rule: traffic of the pool
+// that leaves by another interface than the bridge takes the address of
+// that interface.
+func (h *Host) masqRule() []expr.Any {
+	return rule(matchAddr(offSaddr, h.cfg.Prefix), oifnameNot(h.cfg.Bridge), []expr.Any{&expr.Masq{}})
+}
+
+// vmRules are the expressions of vm's rules, head to tail: accept the
+// gateway, accept each allowed prefix, drop the private ranges, drop
+// everything when DenyAll. Each counts the packets it matches.
+func (h *Host) vmRules(vm VMRules) [][]expr.Any {
+	src := matchAddr(offSaddr, host(vm.Addr))
+	end := func(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Counter{}, verdict(k)} }
+	rules := [][]expr.Any{rule(src, matchAddr(offDaddr, host(h.cfg.Gateway)), end(expr.VerdictAccept))}
+	for _, p := range vm.Allow {
+		rules = append(rules, rule(src, matchAddr(offDaddr, p.Masked()), end(expr.VerdictAccept)))
+	}
+	for _, p := range privateNets {
+		rules = append(rules, rule(src, matchAddr(offDaddr, p), end(expr.VerdictDrop)))
+	}
+	if vm.DenyAll {
+		rules = append(rules, rule(src, end(expr.VerdictDrop)))
+	}
+	return rules
+}
