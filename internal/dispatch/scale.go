@@ -133,6 +133,14 @@ func (d *Dispatcher) scaleQueued(ctx context.Context) {
 			continue
 		}
 		res := s.RequestScale(ctx, scaler.ScaleRequest{JobID: r.JobID, RunID: r.RunID, Labels: r.Labels})
+		if res.FailJob {
+			// Its scaler failed too often in a row to keep the job waiting
+			// out the queue timeout: it fails now, with the cause.
+			d.log.Warn("job failed: its scaler keeps failing", "job_id", r.JobID, "run_id", r.RunID, "scaler", res.Scaler, "reason", res.Reason)
+			d.endJobIf(ctx, r.JobID, store.JobFailure, res.Reason, stillQueued(ctx, r.JobID))
+			delete(live, r.JobID)
+			continue
+		}
 		d.mu.Lock()
 		prev, had := d.scaled[r.JobID]
 		if !had || prev.Action != res.Action || prev.AgentID != res.AgentID {
@@ -154,6 +162,18 @@ func (d *Dispatcher) scaleQueued(ctx context.Context) {
 		}
 	}
 	d.mu.Unlock()
+}
+
+// stillQueued is an endJobIf condition: the job still waits in the queue
+// (no agent took it since it was listed).
+func stillQueued(ctx context.Context, jobID string) func(tx *store.Tx) (bool, error) {
+	return func(tx *store.Tx) (bool, error) {
+		job, err := tx.GetJob(ctx, jobID)
+		if err != nil {
+			return false, err
+		}
+		return job.Status == store.JobQueued, nil
+	}
 }
 
 func freeAgentCovers(agents []*Agent, labels []string) bool {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/scaler/config"
 	"github.com/kici-dev/kici/internal/scaler/container"
 )
@@ -156,12 +157,16 @@ func (s *Server) checkScalers(ctx context.Context) []apiv1.DiagnoseCheck {
 		return []apiv1.DiagnoseCheck{pass("scalers", "the auto-scaler runs with no scalers configured")}
 	}
 	var out []apiv1.DiagnoseCheck
+	recent := s.scalers.manager.RecentFailures(scaler.FailureWindow)
 	for _, c := range file.Scalers {
+		out = append(out, failureRow(c.Name, recent[c.Name]))
 		switch c.Type {
 		case config.TypeBareMetal:
 			out = append(out, checkBareMetal(c)...)
 		case config.TypeContainer:
 			out = append(out, s.checkContainer(ctx, c)...)
+		case config.TypeFirecracker:
+			out = append(out, s.checkHost(c)...)
 		default:
 			out = append(out, fail("scaler "+c.Name, "unknown type "+c.Type, "fix the scaler's type in "+s.cfg.ScalerConfigPath))
 		}
@@ -170,6 +175,51 @@ func (s *Server) checkScalers(ctx context.Context) []apiv1.DiagnoseCheck {
 }
 
 func labelsOf(ls config.LabelSet) string { return "[" + strings.Join(ls.Labels, ",") + "]" }
+
+// failureRow is a scaler's spawn failures of the last five minutes: any
+// failure of a spawn for a job fails the row, failures of warm spawns
+// only warn.
+func failureRow(name string, f scaler.FailureSummary) apiv1.DiagnoseCheck {
+	row := "scaler " + name + ": spawn failures"
+	if f.Bound+f.Unbound == 0 {
+		return pass(row, "0 spawn failures in last 5m")
+	}
+	last, _, _ := strings.Cut(f.LastError, "\n")
+	if len(last) > 120 {
+		last = last[:119] + "…"
+	}
+	detail := fmt.Sprintf("%d spawn failures in last 5m (%d bound, %d warm-pool; last: %s)", f.Bound+f.Unbound, f.Bound, f.Unbound, last)
+	if f.Bound == 0 {
+		return pass(row, "warning: "+detail)
+	}
+	return fail(row, detail, "see the job's provisioning log and `kici-admin scaler status`; after fixing the host, `kici-admin scaler retry "+name+"`")
+}
+
+// checkHost reports the host checks of a running scaler's backend (a
+// warning passes, with its detail saying what is missing).
+func (s *Server) checkHost(c config.Scaler) []apiv1.DiagnoseCheck {
+	var out []apiv1.DiagnoseCheck
+	for _, st := range s.scalers.manager.Status() {
+		if st.Name != c.Name {
+			continue
+		}
+		for _, hc := range st.Checks {
+			name := fmt.Sprintf("scaler %s: %s", c.Name, hc.Name)
+			switch hc.Status {
+			case "pass":
+				out = append(out, pass(name, hc.Detail))
+			case "warn":
+				out = append(out, pass(name, "warning: "+hc.Detail+" ("+hc.Fix+")"))
+			default:
+				out = append(out, fail(name, hc.Detail, hc.Fix))
+			}
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, fail("scaler "+c.Name, "not running", "check the orchestrator's log for why the scaler did not start"))
+	}
+	return out
+}
 
 func checkBareMetal(c config.Scaler) []apiv1.DiagnoseCheck {
 	var out []apiv1.DiagnoseCheck

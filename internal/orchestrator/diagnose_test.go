@@ -56,7 +56,7 @@ scalers:
 		t.Logf("%+v", c)
 	}
 	want := []string{"database", "migrations", "data dir free space", "secret key", "job-token key",
-		"scaler metal: binary [linux,missing]", "scaler metal: binary [linux,present]"}
+		"scaler metal: spawn failures", "scaler metal: binary [linux,missing]", "scaler metal: binary [linux,present]"}
 	if strings.Join(names, "|") != strings.Join(want, "|") {
 		t.Fatalf("checks: got %q, want %q", names, want)
 	}

@@ -192,3 +192,23 @@ func IsDeterministic(err error) bool {
 func Refused(format string, args ...any) error {
 	return &DeterministicSpawnError{Err: fmt.Errorf(format, args...)}
 }
+
+// HostCheck is one prerequisite of a backend on this host, as `kici-admin
+// scaler status` and `diagnose` show it.
+type HostCheck struct {
+	// Name says what was checked, e.g. "kvm" or "rootfs fc,linux".
+	Name string `json:"name"`
+	// Status is "pass", "warn" (missing, but spawns go on) or "fail" (a
+	// spawn would be refused for it).
+	Status string `json:"status"`
+	// Detail says what was found; Fix what to do about it.
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// HostChecker is implemented by backends whose host may lack what a spawn
+// needs (devices, binaries, files). HostChecks changes nothing; sets are
+// the scaler's label sets.
+type HostChecker interface {
+	HostChecks(sets []LabelSet) []HostCheck
+}

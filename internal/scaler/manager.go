@@ -57,6 +57,11 @@ type ScalerConfig struct {
 	// ResourceCap caps the sum of the requests of the scaler's agents;
 	// a zero field means no cap on that dimension.
 	ResourceCap Spec
+	// FailJobsAfter is how many deferring failures in a row (refused
+	// launches, agents that died before registering) make the jobs waiting
+	// for this scaler fail with the cause instead of waiting out the queue
+	// timeout; 0 means never.
+	FailJobsAfter int
 }
 
 // WarmPool is a target of idle agents kept per label set of a scaler.
@@ -129,6 +134,9 @@ type ScaleResult struct {
 	Reason string
 	// RetryAfter is when a skipped request may be retried.
 	RetryAfter time.Duration
+	// FailJob says the job should fail now with Reason (ActionFailed):
+	// its scaler failed FailJobsAfter times in a row.
+	FailJob bool
 }
 
 // Manager runs the scalers.
@@ -150,6 +158,7 @@ type Manager struct {
 	spawnWG   sync.WaitGroup
 	tokenKey  []byte
 	state     StateStore
+	failures  failures
 }
 
 type scalerState struct {
@@ -346,6 +355,10 @@ func (m *Manager) RequestScale(ctx context.Context, req ScaleRequest) ScaleResul
 		return ScaleResult{Action: ActionNoMatch, Reason: fmt.Sprintf("no scaler has a label set covering %v", NormalizeLabels(req.Labels))}
 	}
 	now := m.cfg.Now()
+	if n := st.cfg.FailJobsAfter; n > 0 && st.failures >= n && now.Before(st.deferUntil) {
+		return ScaleResult{Action: ActionFailed, Scaler: st.cfg.Name, FailJob: true,
+			Reason: fmt.Sprintf("scaler %s failed %d times in a row, most recently: %s (fix it, then `kici-admin scaler retry %s`)", st.cfg.Name, st.failures, st.lastError, st.cfg.Name)}
+	}
 	if now.Before(st.deferUntil) {
 		return ScaleResult{Action: ActionSkipped, Scaler: st.cfg.Name, RetryAfter: st.deferUntil.Sub(now),
 			Reason: fmt.Sprintf("scaler %s deferred until %s after %q", st.cfg.Name, st.deferUntil.UTC().Format(time.RFC3339), st.lastError)}
@@ -488,6 +501,9 @@ func (m *Manager) deferLocked(st *scalerState, detail string) {
 	st.lastError = detail
 	st.deferUntil = m.cfg.Now().Add(st.deferFor)
 	m.log.Warn("scaler deferred", "scaler", st.cfg.Name, "until", st.deferUntil, "failures", st.failures, "error", detail)
+	if st.failures >= consistentFailures {
+		m.log.Warn("scaler failing consistently; see `kici-admin diagnose`", "scaler", st.cfg.Name, "failures_in_a_row", st.failures, "error", detail)
+	}
 }
 
 // forgetLocked drops a spawn and frees its capacity.
@@ -519,8 +535,14 @@ func (m *Manager) event(sp *spawn, ev Event) {
 		sp.failed = true
 	}
 	m.mu.Unlock()
-	if ev.Type == EventFailed && (registered || already) {
-		return // a registered agent's exit is a disconnect; one failure per spawn
+	if ev.Type == EventFailed && already {
+		return // one failure per spawn
+	}
+	if ev.Type == EventFailed && registered {
+		// A failure after registration is counted like any other, but it
+		// releases nothing: the agent's disconnect does.
+		m.countFailure(sp, ev.Detail)
+		return
 	}
 	if sp.jobID != "" {
 		m.sink.ScalerEvent(sp.runID, sp.jobID, ev)
@@ -529,13 +551,7 @@ func (m *Manager) event(sp *spawn, ev Event) {
 		}
 	}
 	if ev.Type == EventFailed {
-		m.mu.Lock()
-		typ := "unknown"
-		if st := m.scalers[sp.scaler]; st != nil {
-			typ = st.backend.Type()
-		}
-		m.mu.Unlock()
-		m.sink.SpawnFailed(typ, sp.jobID != "")
+		m.countFailure(sp, ev.Detail)
 	}
 	if ev.Type == EventFailed {
 		// An agent that died before registering after Spawn returned is a
@@ -547,6 +563,27 @@ func (m *Manager) event(sp *spawn, ev Event) {
 			m.releaseFailed(st, sp, ev.Detail)
 		}
 	}
+}
+
+// countFailure counts a scaler.failed: the metric, the ring diagnose
+// reads, a warning.
+func (m *Manager) countFailure(sp *spawn, detail string) {
+	m.mu.Lock()
+	typ := "unknown"
+	if st := m.scalers[sp.scaler]; st != nil {
+		typ = st.backend.Type()
+	}
+	m.failures.add(failure{scaler: sp.scaler, backend: typ, bound: sp.jobID != "", detail: detail, at: m.cfg.Now()})
+	m.mu.Unlock()
+	m.sink.SpawnFailed(typ, sp.jobID != "")
+	m.log.Warn("scaler.failed", "scaler", sp.scaler, "backend", typ, "agent_id", sp.agentID, "job_id", sp.jobID, "detail", firstLine(detail))
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // releaseFailed ends a spawn whose agent died before registering: the
@@ -670,17 +707,39 @@ type ScalerStatus struct {
 	DeferredTo *time.Time `json:"deferred_until,omitempty"`
 	LastError  string     `json:"last_error,omitempty"`
 	Retiring   bool       `json:"retiring,omitempty"`
+	// Checks are the backend's host prerequisites (HostChecker only).
+	Checks []HostCheck `json:"checks,omitempty"`
 }
 
 // Status describes every scaler.
 func (m *Manager) Status() []ScalerStatus {
+	out, checkers := m.status()
+	// Checks touch the host (files, devices): outside the lock.
+	for i := range out {
+		if c := checkers[out[i].Name]; c.checker != nil {
+			out[i].Checks = c.checker.HostChecks(c.sets)
+		}
+	}
+	return out
+}
+
+type checkerOf struct {
+	checker HostChecker
+	sets    []LabelSet
+}
+
+func (m *Manager) status() ([]ScalerStatus, map[string]checkerOf) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	checkers := map[string]checkerOf{}
 	now := m.cfg.Now()
 	var out []ScalerStatus
 	for _, name := range m.order {
 		st := m.scalers[name]
 		s := ScalerStatus{Name: name, Type: st.backend.Type(), MaxAgents: st.cfg.MaxAgents, Active: st.active, LastError: st.lastError, Retiring: st.retiring}
+		if c, ok := st.backend.(HostChecker); ok {
+			checkers[name] = checkerOf{c, slices.Clone(st.cfg.LabelSets)}
+		}
 		for _, ls := range st.cfg.LabelSets {
 			s.LabelSets = append(s.LabelSets, ls.Labels)
 		}
@@ -696,7 +755,7 @@ func (m *Manager) Status() []ScalerStatus {
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, checkers
 }
 
 // Close stops taking requests, waits for spawns in flight (cancelling

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // ReloadResult says what a reload changed, by scaler name.
@@ -56,6 +57,8 @@ func (m *Manager) Reload(cfg Config, added map[string]Backend) (ReloadResult, er
 		}
 		if st.retiring || !sameConfig(st.cfg, sc) {
 			res.Updated = append(res.Updated, sc.Name)
+			// A changed entry is a fix worth trying at once.
+			st.deferUntil, st.deferFor, st.failures = time.Time{}, 0, 0
 		} else {
 			res.Unchanged = append(res.Unchanged, sc.Name)
 		}
@@ -86,13 +89,14 @@ func (m *Manager) Reload(cfg Config, added map[string]Backend) (ReloadResult, er
 func sameConfig(a, b ScalerConfig) bool {
 	if a.Name != b.Name || a.Type != b.Type || a.MaxAgents != b.MaxAgents || a.MaxConcurrentSpawns != b.MaxConcurrentSpawns ||
 		a.OrchestratorURL != b.OrchestratorURL || !slices.Equal(a.MandatoryLabels, b.MandatoryLabels) || len(a.LabelSets) != len(b.LabelSets) ||
-		a.WarmPool != b.WarmPool || a.ResourceCap != b.ResourceCap {
+		a.WarmPool != b.WarmPool || a.ResourceCap != b.ResourceCap || a.FailJobsAfter != b.FailJobsAfter {
 		return false
 	}
 	for i := range a.LabelSets {
 		x, y := a.LabelSets[i], b.LabelSets[i]
 		if x.Key() != y.Key() || x.Image != y.Image || x.BinaryPath != y.BinaryPath || x.PullPolicy != y.PullPolicy ||
-			x.Requests != y.Requests || x.Limits != y.Limits || !slices.Equal(x.Volumes, y.Volumes) || fmt.Sprint(x.Env) != fmt.Sprint(y.Env) {
+			x.Requests != y.Requests || x.Limits != y.Limits || !slices.Equal(x.Volumes, y.Volumes) || fmt.Sprint(x.Env) != fmt.Sprint(y.Env) ||
+			x.Firecracker != y.Firecracker {
 			return false
 		}
 	}

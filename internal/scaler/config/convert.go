@@ -31,6 +31,7 @@ func (f *File) managerScaler(s Scaler) scaler.ScalerConfig {
 		MaxConcurrentSpawns: s.MaxConcurrentSpawns,
 		OrchestratorURL:     s.OrchestratorURL,
 		MandatoryLabels:     slices.Clone(s.MandatoryLabels),
+		FailJobsAfter:       s.FailJobsAfter,
 	}
 	sc.ResourceCap = scaler.Spec{CPUs: s.ResourceCap.MaxCPUs, MemoryBytes: s.ResourceCap.MaxMemoryBytes}
 	if s.WarmPool.Enabled && s.WarmPool.Size > 0 {

@@ -35,6 +35,7 @@ const (
 	DefaultGlobalMaxAgents     = scaler.DefaultGlobalMaxAgents
 	DefaultMaxConcurrentSpawns = scaler.DefaultMaxConcurrentSpawns
 	DefaultWarmPoolIdleTimeout = 300 * time.Second
+	DefaultFailJobsAfter       = scaler.DefaultFailJobsAfter
 )
 
 // Upper bounds on counts and durations, so that a slip of the keyboard
@@ -100,6 +101,11 @@ type Scaler struct {
 	// ResourceCap caps the sum of this scaler's requests; zero fields mean
 	// no cap on that dimension.
 	ResourceCap ResourceCap
+	// FailJobsAfter is how many failed spawns in a row (refused launches,
+	// agents that died before registering) fail the jobs waiting for this
+	// scaler with the cause; default 3, 0 means they wait out the queue
+	// timeout.
+	FailJobsAfter int
 	// Container holds the container-only options; zero for the others.
 	Container Container
 	// Firecracker holds the firecracker-only options, defaults filled in;

@@ -28,7 +28,7 @@ const (
 var validWant = map[string]scaler.Config{
 	"minimal": {GlobalMaxAgents: 50},
 	"bare-metal": {GlobalMaxAgents: 20, Scalers: []scaler.ScalerConfig{{
-		Name: "build-hosts", Type: "bare-metal", MaxAgents: 4, MaxConcurrentSpawns: 2,
+		Name: "build-hosts", Type: "bare-metal", MaxAgents: 4, MaxConcurrentSpawns: 2, FailJobsAfter: 3,
 		OrchestratorURL: "ws://10.0.0.1:4000/ws",
 		MandatoryLabels: []string{"trusted"},
 		WarmPool:        scaler.WarmPool{Size: 1, IdleTimeout: 10 * time.Minute},
@@ -46,7 +46,7 @@ var validWant = map[string]scaler.Config{
 	}}},
 	"container": {GlobalMaxAgents: 50, Scalers: []scaler.ScalerConfig{
 		{
-			Name: "docker-pool", Type: "container", MaxAgents: 10, MaxConcurrentSpawns: 8,
+			Name: "docker-pool", Type: "container", MaxAgents: 10, MaxConcurrentSpawns: 8, FailJobsAfter: 3,
 			OrchestratorURL: "wss://ci.example.com/ws",
 			LabelSets: []scaler.LabelSet{
 				{
@@ -64,7 +64,7 @@ var validWant = map[string]scaler.Config{
 			},
 		},
 		{
-			Name: "remote", Type: "container", MaxAgents: 2, MaxConcurrentSpawns: 8,
+			Name: "remote", Type: "container", MaxAgents: 2, MaxConcurrentSpawns: 8, FailJobsAfter: 3,
 			LabelSets: []scaler.LabelSet{{
 				Labels: []string{"remote-docker"}, Image: "kici-agent:dev", PullPolicy: "Never",
 				Requests: scaler.Spec{CPUs: 1, MemoryBytes: 1 * gib},
@@ -76,7 +76,7 @@ var validWant = map[string]scaler.Config{
 		bareMetal("main"), bareMetal("first"), bareMetal("second"),
 	}},
 	"resources": {GlobalMaxAgents: 50, Scalers: []scaler.ScalerConfig{{
-		Name: "shapes", Type: "bare-metal", MaxAgents: 8, MaxConcurrentSpawns: 8,
+		Name: "shapes", Type: "bare-metal", MaxAgents: 8, MaxConcurrentSpawns: 8, FailJobsAfter: 3,
 		LabelSets: []scaler.LabelSet{
 			shaped("plain", scaler.Spec{CPUs: 2, MemoryBytes: 2 * gib}, scaler.Spec{CPUs: 2, MemoryBytes: 2 * gib}),
 			shaped("flat", scaler.Spec{CPUs: 0.5, MemoryBytes: 1536 * mib}, scaler.Spec{CPUs: 0.5, MemoryBytes: 1536 * mib}),
@@ -91,7 +91,7 @@ var validWant = map[string]scaler.Config{
 
 func bareMetal(name string) scaler.ScalerConfig {
 	return scaler.ScalerConfig{
-		Name: name, Type: "bare-metal", MaxAgents: 1, MaxConcurrentSpawns: 8,
+		Name: name, Type: "bare-metal", MaxAgents: 1, MaxConcurrentSpawns: 8, FailJobsAfter: 3,
 		LabelSets: []scaler.LabelSet{{Labels: []string{name}, BinaryPath: "/usr/bin/kici-agent"}},
 	}
 }

@@ -198,7 +198,7 @@ scalers:
 	want := &File{
 		GlobalMaxAgents: 50,
 		Scalers: []Scaler{{
-			Name: "c", Type: "container", MaxAgents: 3, MaxConcurrentSpawns: 8,
+			Name: "c", Type: "container", MaxAgents: 3, MaxConcurrentSpawns: 8, FailJobsAfter: 3,
 			LabelSets: []LabelSet{{Labels: []string{"c"}, Image: "alpine", ImagePullPolicy: "IfNotPresent"}},
 			WarmPool:  WarmPool{IdleTimeout: 300 * time.Second},
 			Container: Container{Runtime: "auto"},

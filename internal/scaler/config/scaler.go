@@ -40,7 +40,7 @@ var containerKeys = []string{"host", "socketPath", "runtime", "extraHosts", "net
 var scalerSchema = schema{
 	known: append([]string{
 		"name", "type", "maxAgents", "maxConcurrentSpawns", "orchestratorUrl",
-		"labelSets", "mandatoryLabels", "warmPool", "resourceCap",
+		"labelSets", "mandatoryLabels", "warmPool", "resourceCap", "failJobsAfter",
 	}, append(containerKeys, firecrackerKeys...)...),
 	unsupported: map[string]string{
 		"platform":             notYet + " (agents are labelled kici:os:linux)",
@@ -68,6 +68,7 @@ func (p *parser) scaler(n *yaml.Node, path string) *rawScaler {
 	}
 	r := &rawScaler{path: path, at: p.at(n), keys: map[string]pos{}}
 	r.s.MaxConcurrentSpawns = DefaultMaxConcurrentSpawns
+	r.s.FailJobsAfter = DefaultFailJobsAfter
 	r.s.WarmPool.IdleTimeout = DefaultWarmPoolIdleTimeout
 	var setsN *yaml.Node
 	warmSize := -1
@@ -108,6 +109,10 @@ func (p *parser) scaler(n *yaml.Node, path string) *rawScaler {
 			warmSize, warmSizeN = p.warmPool(kv.value, what, &r.s.WarmPool)
 		case "resourceCap":
 			p.resourceCap(kv.value, what, &r.s.ResourceCap)
+		case "failJobsAfter":
+			if v, ok := p.integer(kv.value, what, 0, maxCount); ok {
+				r.s.FailJobsAfter = v
+			}
 		case "firecrackerPath", "jailerPath", "kernelPath", "uid", "gid", "chrootBaseDir", "vcpuCount", "memSizeMib":
 			p.firecrackerKey(kv, what, &r.s.Firecracker)
 		default:
