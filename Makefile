@@ -3,7 +3,7 @@ GO ?= go
 BINARIES := kici-orchestrator kici-agent kici-admin kici
 PKG := github.com/kici-dev/kici
 
-.PHONY: build demo test test-short bench fuzz vet clean
+.PHONY: build demo test test-short bench fuzz vet clean fakes
 
 # The four binaries of CONTRACT.md, static (CGO_ENABLED=0).
 build:
@@ -14,6 +14,13 @@ build:
 			CGO_ENABLED=0 $(GO) build -trimpath -o bin/$$b ./cmd/$$b || exit 1; \
 		fi; \
 	done
+
+# The named fakes of Firecracker and its jailer (internal/fakes/fakevm), for
+# hosts without KVM: the firecracker backend runs them like the real ones.
+fakes:
+	@mkdir -p bin/fakes
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/fakes/firecracker ./cmd/fakes/firecracker
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/fakes/jailer ./cmd/fakes/jailer
 
 # Build, then run examples/hello end to end on a throw-away orchestrator
 # (SQLite in a temporary data dir) with one local agent.
