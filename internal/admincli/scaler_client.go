@@ -1,12 +1,8 @@
 package admincli
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -42,8 +38,10 @@ type reloadAnswer struct {
 	Plan   scaler.ReloadResult `json:"plan"`
 }
 
-// orphanList is GET /api/v1/scalers/orphans. Error is set when some
-// scaler's compute could not be listed: Compute is then incomplete.
+// orphanList is GET /api/v1/scalers/orphans: every live compute of the
+// scalers, tracked or not. Error is set when some scaler's compute could
+// not be listed (Compute is then incomplete) or when what tracks compute
+// could not be read (everything then shows as tracked).
 type orphanList struct {
 	Compute []scaler.Orphan `json:"compute"`
 	Error   string          `json:"error,omitempty"`
@@ -51,15 +49,13 @@ type orphanList struct {
 
 // stopOrphansRequest is POST /api/v1/scalers/orphans/stop.
 type stopOrphansRequest struct {
-	AgentIDs []string `json:"agent_ids"`
+	IDs []string `json:"ids"`
 }
 
 // stopOrphansAnswer is the answer of POST /api/v1/scalers/orphans/stop:
-// on 200 without Error, on 422 with it (Stopped may still hold the
-// agents stopped before the server refused the rest).
+// one outcome per id, in the order sent.
 type stopOrphansAnswer struct {
-	Stopped []string `json:"stopped"`
-	Error   string   `json:"error,omitempty"`
+	Outcomes []scaler.StopOutcome `json:"outcomes"`
 }
 
 // scalerError names a failed call of a scaler endpoint: a 409 means the
@@ -92,54 +88,4 @@ func newRefusal(msg, reason string) *refusal {
 		}
 	}
 	return e
-}
-
-// stopOrphans sends POST /api/v1/scalers/orphans/stop. Unlike do, it
-// decodes the body of a 422 too: the server then still says which agents
-// it stopped before it refused the rest. The 422 comes back as the answer
-// with its Error set and a nil error; any other failure is an error.
-func (c *client) stopOrphans(ctx context.Context, ids []string) (stopOrphansAnswer, error) {
-	var ans stopOrphansAnswer
-	if c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	body, err := json.Marshal(stopOrphansRequest{AgentIDs: ids})
-	if err != nil {
-		return ans, fmt.Errorf("encode request body: %w", err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+orphansStopPath, bytes.NewReader(body))
-	if err != nil {
-		return ans, fmt.Errorf("build request POST %s: %w", orphansStopPath, err)
-	}
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "kici-admin")
-	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return ans, c.transportError(ctx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusUnprocessableEntity {
-		return ans, c.readError(resp)
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return ans, c.transportError(ctx, fmt.Errorf("read answer of POST %s: %w", orphansStopPath, err))
-	}
-	if err := json.Unmarshal(raw, &ans); err != nil {
-		if resp.StatusCode/100 != 2 {
-			return ans, &apiError{StatusCode: resp.StatusCode, Message: firstLine(raw)}
-		}
-		return ans, fmt.Errorf("decode answer of POST %s: %w", orphansStopPath, err)
-	}
-	if resp.StatusCode/100 != 2 && ans.Error == "" {
-		// A 422 from something that is not the orchestrator's handler.
-		return ans, &apiError{StatusCode: resp.StatusCode, Message: firstLine(raw)}
-	}
-	return ans, nil
 }

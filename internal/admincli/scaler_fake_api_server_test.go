@@ -1,7 +1,6 @@
 package admincli
 
 import (
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -106,10 +105,16 @@ func (f *fakeAPI) scalerReload(w http.ResponseWriter, r *http.Request) {
 const fakeContainerID = "3f9a1c2b7d8e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"
 
 var fakeOrphans = []scaler.Orphan{
-	{Scaler: "build-hosts", Backend: "bare-metal", AgentID: "scaler-bare-metal-0c1d2e3f", Ref: "48213", Started: before(5 * time.Minute), Tracked: true},
-	{Scaler: "docker", Backend: "container", AgentID: "scaler-container-1a2b3c4d", Ref: fakeContainerID, Started: before(2 * time.Minute), Tracked: true},
-	{Scaler: "docker", Backend: "container", AgentID: "scaler-container-9f8e7d6c", Ref: "77ab5e0c9d1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b", Started: before(3 * time.Hour), Tracked: false},
-	{Scaler: "docker", Backend: "container", AgentID: "scaler-container-0b1c2d3e", Ref: "c0ffee0c9d1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b", Started: before(26 * time.Hour), Tracked: false},
+	{Scaler: "build-hosts", Backend: "bare-metal", ID: "scaler-bare-metal-0c1d2e3f", Ref: "48213", Started: before(5 * time.Minute),
+		Status: scaler.ComputeTracked, TrackedBy: []string{scaler.TrackedByRegistered, scaler.TrackedByBoundJob}},
+	{Scaler: "docker", Backend: "container", ID: "scaler-container-1a2b3c4d", Ref: fakeContainerID, Started: before(2 * time.Minute),
+		Status: scaler.ComputeTracked, TrackedBy: []string{scaler.TrackedBySpawning}},
+	{Scaler: "docker", Backend: "container", ID: "scaler-container-9f8e7d6c", Ref: "77ab5e0c9d1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b", Started: before(3 * time.Hour),
+		Status: scaler.ComputeOrphaned, TrackedBy: []string{}},
+	{Scaler: "docker", Backend: "container", ID: "scaler-container-0b1c2d3e", Ref: "c0ffee0c9d1f2a3b4c5d6e7f8a9b0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b", Started: before(26 * time.Hour),
+		Status: scaler.ComputeOrphaned, TrackedBy: []string{}},
+	{Scaler: "microvms", Backend: "firecracker", ID: "scaler-firecracker-5e6f7a8b", Ref: "9911", Started: before(4 * time.Hour),
+		Status: scaler.ComputeUnverified, TrackedBy: []string{}},
 }
 
 func (f *fakeAPI) scalerOrphans(w http.ResponseWriter, r *http.Request) {
@@ -129,9 +134,9 @@ func (f *fakeAPI) scalerOrphans(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// scalerStopOrphans behaves as the manager's StopOrphans: naming a
-// tracked agent refuses everything; untracked ones are stopped, and an id
-// with no compute is an error after the others were stopped.
+// scalerStopOrphans behaves as the manager's StopOrphans: one outcome
+// per id, in order; tracked and unverified compute is refused, an id
+// with no compute is not found, and scaler-container-stuck fails to stop.
 func (f *fakeAPI) scalerStopOrphans(w http.ResponseWriter, r *http.Request) {
 	if f.noScaler(w, r) {
 		return
@@ -140,35 +145,25 @@ func (f *fakeAPI) scalerStopOrphans(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	if len(req.AgentIDs) == 0 {
-		writeError(w, http.StatusBadRequest, "agent_ids: name the untracked agents to stop (see GET /api/v1/scalers/orphans)")
+	if err := scaler.ValidateOrphanIDs(req.IDs); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+" (see GET /api/v1/scalers/orphans)")
 		return
 	}
-	var refused, stopped, errs []string
-	for _, id := range req.AgentIDs {
-		i := slices.IndexFunc(fakeOrphans, func(o scaler.Orphan) bool { return o.AgentID == id })
+	outcomes := []scaler.StopOutcome{}
+	for _, id := range req.IDs {
+		i := slices.IndexFunc(fakeOrphans, func(o scaler.Orphan) bool { return o.ID == id })
+		o := scaler.StopOutcome{ID: id, Outcome: scaler.OutcomeStopped}
 		switch {
+		case id == "scaler-container-stuck":
+			o.Outcome, o.Error = scaler.OutcomeError, `scaler "docker": stop agent "scaler-container-stuck": remove container "5d1e0f2a3b4c": Error response from daemon: driver "overlay2" failed to remove root filesystem`
 		case i < 0:
-			errs = append(errs, fmt.Sprintf("no live compute for agent %q", id))
-		case fakeOrphans[i].Tracked:
-			refused = append(refused, id)
-		default:
-			stopped = append(stopped, id)
+			o.Outcome, o.Error = scaler.OutcomeNotFound, "no scaler lists live compute of this id"
+		case fakeOrphans[i].Status == scaler.ComputeTracked:
+			o.Outcome, o.Error = scaler.OutcomeTracked, "tracked by "+strings.Join(fakeOrphans[i].TrackedBy, ", ")+": it may be working"
+		case fakeOrphans[i].Status == scaler.ComputeUnverified:
+			o.Outcome, o.Error = scaler.OutcomeUnverified, `scaler "microvms": VM process 9911: its command line is not the jailer's of this VM`
 		}
+		outcomes = append(outcomes, o)
 	}
-	if len(refused) > 0 {
-		writeJSONStatus(w, http.StatusUnprocessableEntity, map[string]any{
-			"stopped": []string{}, "error": fmt.Sprintf("refusing to stop tracked agents %v: they are working", refused),
-		})
-		return
-	}
-	slices.Sort(stopped)
-	if stopped == nil {
-		stopped = []string{}
-	}
-	if len(errs) > 0 {
-		writeJSONStatus(w, http.StatusUnprocessableEntity, map[string]any{"stopped": stopped, "error": strings.Join(errs, "\n")})
-		return
-	}
-	writeJSONStatus(w, http.StatusOK, map[string]any{"stopped": stopped})
+	writeJSONStatus(w, http.StatusOK, map[string]any{"outcomes": outcomes})
 }

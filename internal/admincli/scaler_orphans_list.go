@@ -3,8 +3,11 @@ package admincli
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kici-dev/kici/internal/scaler"
 )
 
 func newScalerOrphansListCmd(a *app) *cobra.Command {
@@ -12,17 +15,27 @@ func newScalerOrphansListCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List the scalers' live compute and whether the auto-scaler tracks each",
-		Long: `List every piece of live compute (a container, an agent process) of the
-scalers whose backend can list it, and whether the auto-scaler tracks it.
-A tracked agent is spawning or running a job. An untracked one is an
-orphan: nothing will stop it, and "kici-admin scaler orphans stop ID"
-removes it.
+		Short:   "List the scalers' live compute, tracked or not, and what tracks it",
+		Long: `List every piece of live compute (a container, an agent process, a
+microVM) of the scalers whose backend can list it, tracked or not, with its
+status and what tracks it.
+
+STATUS is one of:
+  tracked     something holds it (TRACKED BY says what); it is never stopped
+  orphaned    nothing tracks it: "kici-admin scaler orphans stop ID" removes it
+  unverified  nothing tracks it, but its backend cannot confirm it is its
+              own (a process id now another's, say); it is never stopped
+
+TRACKED BY lists: spawning (a spawn not registered yet, one adopted after a
+restart included), registered (an agent the auto-scaler spawned that has
+registered, or any agent connected to the orchestrator) and bound-job (a
+job not ended is dispatched to the agent or waits for it to come back).
 
 Only this orchestrator instance's compute is listed; containers of another
 orchestrator sharing the engine are never shown. When some scaler's compute
-could not be listed, the rest is printed, the error follows on stderr and
-the exit status is 1.`,
+could not be listed, or what tracks compute could not be read (everything
+then shows as tracked), the rest is printed, the error follows on stderr
+and the exit status is 1.`,
 		Example: `  kici-admin scaler orphans list
   kici-admin scaler orphans list -o json`,
 		Args: noArgs,
@@ -56,6 +69,9 @@ the exit status is 1.`,
 func (a *app) printOrphans(cmd *cobra.Command, output string, ol orphanList) error {
 	out := cmd.OutOrStdout()
 	if output == formatJSON {
+		for i := range ol.Compute {
+			ol.Compute[i].TrackedBy = nonNil(ol.Compute[i].TrackedBy)
+		}
 		return writeJSON(out, ol)
 	}
 	if len(ol.Compute) == 0 {
@@ -66,22 +82,26 @@ func (a *app) printOrphans(cmd *cobra.Command, output string, ol orphanList) err
 	}
 	now := a.env.now()
 	tw := newTable(out)
-	tw.row("SCALER", "BACKEND", "AGENT ID", "REF", "STARTED", "TRACKED")
-	untracked := 0
+	tw.row("SCALER", "BACKEND", "ID", "REF", "STARTED", "STATUS", "TRACKED BY")
+	orphaned, unverified := 0, 0
 	for _, o := range ol.Compute {
-		tracked := "yes"
-		if !o.Tracked {
-			tracked = "no"
-			untracked++
+		switch o.Status {
+		case scaler.ComputeOrphaned:
+			orphaned++
+		case scaler.ComputeUnverified:
+			unverified++
 		}
 		// A container id is cut to 12 characters, as docker ps shows it.
-		tw.row(o.Scaler, o.Backend, dash(o.AgentID), dash(shortSHA(o.Ref)), ago(now, o.Started), tracked)
+		tw.row(o.Scaler, o.Backend, dash(o.ID), dash(shortSHA(o.Ref)), ago(now, o.Started), dash(o.Status), dash(strings.Join(o.TrackedBy, ",")))
 	}
 	if err := tw.flush(); err != nil {
 		return err
 	}
-	if untracked > 0 {
-		fmt.Fprintf(out, "%d untracked; stop with: kici-admin scaler orphans stop ID...\n", untracked)
+	if orphaned > 0 {
+		fmt.Fprintf(out, "%d orphaned; stop with: kici-admin scaler orphans stop ID...\n", orphaned)
+	}
+	if unverified > 0 {
+		fmt.Fprintf(out, "%d unverified: its backend cannot confirm it is its own; check it by hand, it is never stopped\n", unverified)
 	}
 	return nil
 }

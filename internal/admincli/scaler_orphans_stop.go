@@ -2,37 +2,50 @@ package admincli
 
 import (
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kici-dev/kici/internal/scaler"
 )
 
 func newScalerOrphansStopCmd(a *app) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "stop ID...",
-		Short: "Stop untracked scaler compute, by agent id",
-		Long: `Stop and remove the compute of the named agents (their ids as
-"kici-admin scaler orphans list" shows them). Only untracked agents are
-stopped: naming one the auto-scaler tracks (it is spawning or running a
-job) refuses the request, and nothing is stopped.
+		Short: "Stop the named untracked scaler compute, and nothing else",
+		Long: `Stop and remove the compute of the named ids (as "kici-admin scaler
+orphans list" shows them), one by one: nothing that was not named is
+touched. At most 100 ids at a time.
 
-Each stopped agent's id is printed. When the orchestrator refuses some of
-them (a tracked agent, an id with no live compute, a backend that cannot
-stop untracked compute), the ids it did stop are printed, its reasons go
-to stderr and the exit status is 1. A container gets its stop grace period
-(10 s) before it is killed; raise --timeout if that takes longer than 30 s.`,
+Each id gets one outcome, printed in the order named:
+  stopped     it was stopped and removed
+  tracked     something tracks it (it may be working); left alone. The
+              trackers are checked again right before the kill.
+  unverified  its backend cannot confirm it is its own; left alone
+  not-live    it does not run; the next orchestrator start removes it
+  not-found   no scaler lists compute of that id
+  error       the stop failed, or the scaler's backend cannot stop
+              untracked compute (the reason is printed)
+
+The exit status is 1 when any outcome is not "stopped". A container gets
+its stop grace period (10 s) before it is killed; raise --timeout if that
+takes longer than 30 s.`,
 		Example: `  kici-admin scaler orphans stop scaler-container-9f8e7d6c
   kici-admin scaler orphans stop scaler-container-9f8e7d6c scaler-container-0b1c2d3e -o json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usagef("missing ID: name at least one agent to stop (see kici-admin scaler orphans list)")
+				return usagef("missing ID: name at least one to stop (see kici-admin scaler orphans list)")
 			}
 			for _, id := range args {
 				if strings.TrimSpace(id) == "" {
-					return usagef("an agent ID is empty")
+					return usagef("an ID is empty")
 				}
+			}
+			if err := scaler.ValidateOrphanIDs(uniqueIDs(args)); err != nil {
+				return usagef("%v", err)
 			}
 			return nil
 		},
@@ -45,33 +58,43 @@ to stderr and the exit status is 1. A container gets its stop grace period
 				return err
 			}
 			ids := uniqueIDs(args)
-			ans, err := c.stopOrphans(cmd.Context(), ids)
-			if err != nil {
+			var ans stopOrphansAnswer
+			if err := c.do(cmd.Context(), http.MethodPost, orphansStopPath, nil, stopOrphansRequest{IDs: ids}, &ans); err != nil {
 				return scalerError("stop orphans", err)
 			}
-			ans.Stopped = nonNil(ans.Stopped)
-			out := cmd.OutOrStdout()
-			if output == formatJSON {
-				if err := writeJSON(out, ans); err != nil {
-					return err
-				}
-			} else {
-				for _, id := range ans.Stopped {
-					fmt.Fprintf(out, "stopped %s\n", id)
+			ans.Outcomes = nonNil(ans.Outcomes)
+			if err := printStopOutcomes(cmd, output, ans); err != nil {
+				return err
+			}
+			stopped := 0
+			for _, o := range ans.Outcomes {
+				if o.Outcome == scaler.OutcomeStopped {
+					stopped++
 				}
 			}
-			if ans.Error != "" {
-				msg := "stop orphans: the orchestrator refused"
-				if len(ans.Stopped) > 0 {
-					msg = fmt.Sprintf("stop orphans: stopped %d of %d; the orchestrator refused the rest", len(ans.Stopped), len(ids))
-				}
-				return newRefusal(msg, ans.Error)
+			if stopped != len(ids) || len(ans.Outcomes) != len(ids) {
+				return fmt.Errorf("stop orphans: stopped %d of %d", stopped, len(ids))
 			}
 			return nil
 		},
 	}
 	addOutputFlag(cmd, &output)
 	return cmd
+}
+
+// printStopOutcomes writes each id's outcome as a table or as the API's
+// JSON.
+func printStopOutcomes(cmd *cobra.Command, output string, ans stopOrphansAnswer) error {
+	out := cmd.OutOrStdout()
+	if output == formatJSON {
+		return writeJSON(out, ans)
+	}
+	tw := newTable(out)
+	tw.row("ID", "OUTCOME", "REASON")
+	for _, o := range ans.Outcomes {
+		tw.row(o.ID, o.Outcome, dash(o.Error))
+	}
+	return tw.flush()
 }
 
 // uniqueIDs is ids without repeats, in their first order.

@@ -13,9 +13,10 @@ func TestScalerOrphansStop(t *testing.T) {
 		{name: "scaler-orphans-stop-json", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "-o", "json"}, code: 0},
 		{name: "scaler-orphans-stop-no-id", args: []string{"scaler", "orphans", "stop"}, code: 2},
 		{name: "scaler-orphans-stop-empty-id", args: []string{"scaler", "orphans", "stop", ""}, code: 2},
+		{name: "scaler-orphans-stop-bad-id", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "../etc"}, code: 2},
 		{name: "scaler-orphans-stop-tracked", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-container-1a2b3c4d"}, code: 1},
-		{name: "scaler-orphans-stop-partly", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-container-dead", "scaler-container-gone"}, code: 1},
-		{name: "scaler-orphans-stop-partly-json", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-container-dead", "-o", "json"}, code: 1},
+		{name: "scaler-orphans-stop-partly", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-firecracker-5e6f7a8b", "scaler-container-gone", "scaler-container-stuck"}, code: 1},
+		{name: "scaler-orphans-stop-partly-json", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-container-gone", "-o", "json"}, code: 1},
 		{name: "scaler-orphans-stop-not-configured", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c"}, env: map[string]string{envURL: "{url}" + fakeNoScaler}, code: 1},
 		{name: "scaler-orphans-stop-wrong-token", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c"}, env: map[string]string{envToken: "nope"}, code: 1},
 		{name: "scaler-orphans-stop-unreachable", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c"}, env: map[string]string{envURL: "{dead}"}, code: 1},
@@ -50,12 +51,16 @@ func TestScalerRequests(t *testing.T) {
 			name: "orphans stop sends each id once, in order",
 			args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-container-0b1c2d3e", "scaler-container-9f8e7d6c"},
 			want: []fakeRequest{{Method: "POST", Path: "/api/v1/scalers/orphans/stop", Body: map[string]any{
-				"agent_ids": []any{"scaler-container-9f8e7d6c", "scaler-container-0b1c2d3e"},
+				"ids": []any{"scaler-container-9f8e7d6c", "scaler-container-0b1c2d3e"},
 			}}},
 		},
 		{
 			name: "orphans stop without an id sends nothing",
 			args: []string{"scaler", "orphans", "stop"},
+		},
+		{
+			name: "orphans stop with a bad id sends nothing",
+			args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", ".."},
 		},
 	}
 	for _, tt := range tests {

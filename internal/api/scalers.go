@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -12,8 +13,13 @@ import (
 type ScalerAdmin interface {
 	Status() []scaler.ScalerStatus
 	Reload(ctx context.Context) (scaler.ReloadResult, error)
+	// Orphans lists every live compute of the scalers, tracked or not;
+	// the error says what could not be listed (the rest is returned).
 	Orphans(ctx context.Context) ([]scaler.Orphan, error)
-	StopOrphans(ctx context.Context, ids []string) ([]string, error)
+	// StopOrphans stops the named untracked compute and answers an
+	// outcome per id; an error wrapping scaler.ErrBadOrphanIDs refuses
+	// the ids (400), any other is the server's (500).
+	StopOrphans(ctx context.Context, ids []string) ([]scaler.StopOutcome, error)
 }
 
 // orphanStopTimeout bounds POST /api/v1/scalers/orphans/stop.
@@ -66,11 +72,14 @@ func (s *Server) scalerOrphans(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// StopOrphansRequest is POST /api/v1/scalers/orphans/stop.
+// StopOrphansRequest is POST /api/v1/scalers/orphans/stop: the ids (as
+// GET /api/v1/scalers/orphans shows them) of the compute to stop.
 type StopOrphansRequest struct {
-	AgentIDs []string `json:"agent_ids"`
+	IDs []string `json:"ids"`
 }
 
+// scalerStopOrphans answers 200 with an outcome per id, in the order
+// given, whatever the outcomes; 400 when the body or an id is refused.
 func (s *Server) scalerStopOrphans(w http.ResponseWriter, r *http.Request) {
 	if !s.scalersConfigured(w) {
 		return
@@ -79,19 +88,20 @@ func (s *Server) scalerStopOrphans(w http.ResponseWriter, r *http.Request) {
 	if !decodeJSON(w, r, &in) {
 		return
 	}
-	if len(in.AgentIDs) == 0 {
-		writeError(w, http.StatusBadRequest, "agent_ids: name the untracked agents to stop (see GET /api/v1/scalers/orphans)")
+	if err := scaler.ValidateOrphanIDs(in.IDs); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error()+" (see GET /api/v1/scalers/orphans)")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), orphanStopTimeout)
 	defer cancel()
-	stopped, err := s.cfg.Scalers.StopOrphans(ctx, in.AgentIDs)
-	if stopped == nil {
-		stopped = []string{}
-	}
-	if err != nil {
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"stopped": stopped, "error": err.Error()})
+	outcomes, err := s.cfg.Scalers.StopOrphans(ctx, in.IDs)
+	switch {
+	case errors.Is(err, scaler.ErrBadOrphanIDs):
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "stop orphans: "+err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"stopped": stopped})
+	writeJSON(w, http.StatusOK, map[string]any{"outcomes": outcomes})
 }

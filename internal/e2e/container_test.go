@@ -214,8 +214,8 @@ jobs:
 	waitFor(t, 30*time.Second, "each container of this instance to be adopted or reaped", func() bool {
 		var orphans struct {
 			Compute []struct {
-				AgentID string `json:"agent_id"`
-				Tracked bool   `json:"tracked"`
+				ID     string `json:"id"`
+				Status string `json:"status"`
 			} `json:"compute"`
 		}
 		o.api(t, "GET", "/api/v1/scalers/orphans", nil, &orphans, http.StatusOK)
@@ -226,7 +226,7 @@ jobs:
 		live := len(strings.Fields(out))
 		tracked := 0
 		for _, c := range orphans.Compute {
-			if c.Tracked {
+			if c.Status == "tracked" {
 				tracked++
 			}
 		}

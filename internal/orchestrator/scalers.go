@@ -114,6 +114,7 @@ func (sc *scalers) managerConfig(file *config.File) scaler.Config {
 	cfg := file.ManagerConfig()
 	cfg.TokenKey = sc.tokenKey
 	cfg.State = spawnStore{sc.s.db}
+	cfg.Trackers = sc.trackers
 	for i := range cfg.Scalers {
 		if cfg.Scalers[i].OrchestratorURL == "" {
 			cfg.Scalers[i].OrchestratorURL = sc.s.defaultAgentURL()
@@ -236,6 +237,6 @@ func (sc *scalers) Orphans(ctx context.Context) ([]scaler.Orphan, error) {
 	return sc.manager.Orphans(ctx)
 }
 
-func (sc *scalers) StopOrphans(ctx context.Context, ids []string) ([]string, error) {
+func (sc *scalers) StopOrphans(ctx context.Context, ids []string) ([]scaler.StopOutcome, error) {
 	return sc.manager.StopOrphans(ctx, ids)
 }

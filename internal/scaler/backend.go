@@ -120,6 +120,10 @@ type Compute struct {
 	// Instance is the orchestrator instance that owns it, when known.
 	Instance string
 	Started  time.Time
+	// Unverified is set when the backend sees the compute run but cannot
+	// confirm it is its own (a PID whose process identity does not
+	// match, say): it is listed, and never stopped as an orphan.
+	Unverified bool
 }
 
 // Capabilities says what a backend can do beyond the required methods.
@@ -137,7 +141,7 @@ type Capabilities struct {
 //	      └─► Destroy  (when the agent disconnects, its job ends, the spawn
 //	                    failed, or the scaler is removed)
 //	Recover (once, after a restart, with the handles saved before it)
-//	List    (orphan listing)
+//	List    (orphan listing; StopOrphan of OrphanStopper stops one)
 //	Close   (shutdown or scaler removal, after every Destroy)
 //
 // Spawn, Destroy, List and Recover may run concurrently, for different

@@ -12,5 +12,10 @@
 // that imports this contract and never another backend. The configuration
 // file is read by scaler/config.
 //
+// Manager.Orphans lists every live compute of the scalers with what tracks
+// it (the manager's spawns, and the orchestrator's view through
+// Config.Trackers); Manager.StopOrphans stops named untracked compute, one
+// id at a time, through the backends that are an OrphanStopper.
+//
 // A *Manager is safe for concurrent use; so must every Backend be.
 package scaler

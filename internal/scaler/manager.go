@@ -91,6 +91,13 @@ type Config struct {
 	TokenKey []byte
 	// State keeps spawn records across restarts; nil keeps none.
 	State StateStore
+	// Trackers reports what tracks compute beyond the manager's own
+	// spawns: the agent ids registered with the orchestrator (connected)
+	// and those a job is bound to (a dispatch queue row dispatched to
+	// them or waiting for them to come back). Orphans and StopOrphans
+	// call it; an error makes every compute count as tracked. Nil means
+	// nothing beyond the manager tracks compute.
+	Trackers func(ctx context.Context) (registered, boundJob map[string]bool, err error)
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }

@@ -369,6 +369,36 @@ func (q *queries) ExpiredRecoveries(ctx context.Context, now time.Time) ([]Queue
 		"status = 'dispatched' AND recovery_deadline IS NOT NULL AND recovery_deadline <= ?", timeArg(now))
 }
 
+// BoundAgents returns the ids of the agents that a job not ended is bound
+// to: a queue row dispatched to the agent (agent_id) or waiting for it to
+// come back (recovery_agent_id). Every queue row is of a job not ended
+// (Dequeue removes it when the job ends); the statuses are checked
+// anyway, so that a status added later is not taken for one.
+func (q *queries) BoundAgents(ctx context.Context) (map[string]bool, error) {
+	rows, err := q.query(ctx, `SELECT agent_id, recovery_agent_id FROM dispatch_queue
+		WHERE status IN ('pending', 'dispatched') AND (agent_id IS NOT NULL OR recovery_agent_id IS NOT NULL)`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents bound to jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var agent, recovery string
+		if err := rows.Scan(stringCol{&agent}, stringCol{&recovery}); err != nil {
+			return nil, fmt.Errorf("list agents bound to jobs: %w", err)
+		}
+		for _, id := range []string{agent, recovery} {
+			if id != "" {
+				out[id] = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents bound to jobs: %w", err)
+	}
+	return out, nil
+}
+
 // SetProvisioningError records why no agent could be provisioned for a
 // pending row. It returns false if the row is not pending, and ErrNotFound
 // if there is no row.

@@ -371,32 +371,11 @@ func TestReapLeftoversSparesOtherInstance(t *testing.T) {
 	instance := newInstance()
 	b := newTestBackend(t, instance)
 	cli := testEngine(t)
-	img := testImage(t)
-
-	// create makes a container with the given labels, started when run.
 	create := func(agentID string, labels map[string]string, run bool) string {
 		t.Helper()
-		resp, err := cli.ContainerCreate(t.Context(), &container.Config{
-			Image:      img,
-			Entrypoint: []string{"/bin/busybox", "sleep", "60"},
-			Labels:     labels,
-		}, nil, nil, nil, "")
-		if err != nil {
-			t.Fatalf("create container for %s: %v", agentID, err)
-		}
-		t.Cleanup(func() {
-			_ = cli.ContainerRemove(context.Background(), resp.ID, container.RemoveOptions{Force: true})
-		})
-		if run {
-			if err := cli.ContainerStart(t.Context(), resp.ID, container.StartOptions{}); err != nil {
-				t.Fatalf("start container for %s: %v", agentID, err)
-			}
-		}
-		return resp.ID
+		return createLabelled(t, agentID, labels, run)
 	}
-	labels := func(instance, scalerName, agentID string) map[string]string {
-		return map[string]string{LabelManaged: "true", LabelInstance: instance, LabelScaler: scalerName, LabelAgentID: agentID}
-	}
+	labels := agentLabels
 	other := newInstance()
 	kept := create("kept", labels(instance, "ct-test", "scaler-container-kept"), true)
 	leftRunning := create("left-running", labels(instance, "ct-test", "scaler-container-left1"), true)

@@ -10,9 +10,11 @@
 // and this orchestrator instance, starts it and follows its output; the
 // handle's blob records the container id, so that after a restart Recover
 // re-attaches to a container that still runs and removes one that does
-// not. ReapLeftovers and List only ever see containers labelled with this
-// backend's scaler and orchestrator instance, so two orchestrators can
-// share one engine.
+// not. ReapLeftovers, List and StopOrphan only ever see containers
+// labelled with this backend's scaler and orchestrator instance, so two
+// orchestrators can share one engine. ReapLeftovers (start-up) removes
+// every untracked one; StopOrphan (an operator's stop) removes the one
+// container of the agent it names, and only while it runs untracked.
 //
 // An agent goes through these states:
 //

@@ -91,16 +91,63 @@ func (b *Backend) ReapLeftovers(ctx context.Context, keep []string) (reaped []st
 	return reaped, errors.Join(errs...)
 }
 
+var _ scaler.OrphanStopper = (*Backend)(nil)
+
+// StopOrphan stops and removes the container of agent id, and no other:
+// only a container labelled with this scaler, this orchestrator instance
+// and that agent id is considered (else OutcomeNotFound). One this
+// backend tracks is OutcomeTracked; one that does not run is
+// OutcomeNotLive and is left to the start-up reaper (ReapLeftovers);
+// isTracked is asked right before the stop, and a yes spares it too. The
+// container gets Config.StopGrace before it is killed.
+func (b *Backend) StopOrphan(ctx context.Context, id string, isTracked func(string) bool) (string, error) {
+	cs, err := b.listOwn(ctx, filters.Arg("label", LabelAgentID+"="+id))
+	if err != nil {
+		return scaler.OutcomeError, err
+	}
+	cs = slices.DeleteFunc(cs, func(c container.Summary) bool { return c.Labels[LabelAgentID] != id })
+	switch len(cs) {
+	case 0:
+		return scaler.OutcomeNotFound, nil
+	case 1:
+	default:
+		return scaler.OutcomeError, fmt.Errorf("%d containers of scaler %q are labelled agent %q; remove them by hand", len(cs), b.cfg.Name, id)
+	}
+	c := cs[0]
+	b.mu.Lock()
+	_, tracked := b.agents[id]
+	b.mu.Unlock()
+	switch {
+	case tracked:
+		return scaler.OutcomeTracked, fmt.Errorf("the container backend tracks agent %q", id)
+	case !live(c.State):
+		return scaler.OutcomeNotLive, fmt.Errorf("container %s is %s; the start-up reaper removes it", shortID(c.ID), c.State)
+	case isTracked(id):
+		return scaler.OutcomeTracked, nil
+	}
+	if err := b.removeContainer(ctx, c.ID, b.cfg.StopGrace); err != nil {
+		return scaler.OutcomeError, fmt.Errorf("stop agent %q: %w", id, err)
+	}
+	b.log.Info("orphaned container stopped", "agent_id", id, "container_id", shortID(c.ID))
+	return scaler.OutcomeStopped, nil
+}
+
+// live reports whether a container in state s holds running processes.
+func live(s container.ContainerState) bool {
+	return s == container.StateRunning || s == container.StatePaused || s == container.StateRestarting
+}
+
 // listOwn lists every container (running or not) labelled with this
-// scaler and instance. The engine filters by label; the labels are
-// checked again here, so that an engine that filtered loosely cannot make
-// this backend touch another orchestrator's containers.
-func (b *Backend) listOwn(ctx context.Context) ([]container.Summary, error) {
-	args := filters.NewArgs(
+// scaler and instance, and matching more (a filter of the engine's list).
+// The engine filters by label; the labels are checked again here, so that
+// an engine that filtered loosely cannot make this backend touch another
+// orchestrator's containers.
+func (b *Backend) listOwn(ctx context.Context, more ...filters.KeyValuePair) ([]container.Summary, error) {
+	args := filters.NewArgs(append([]filters.KeyValuePair{
 		filters.Arg("label", LabelManaged+"=true"),
 		filters.Arg("label", LabelInstance+"="+b.cfg.Instance),
 		filters.Arg("label", LabelScaler+"="+b.cfg.Name),
-	)
+	}, more...)...)
 	cs, err := b.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
 	if err != nil {
 		return nil, fmt.Errorf("list containers of scaler %q: %w", b.cfg.Name, err)

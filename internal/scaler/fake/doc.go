@@ -18,7 +18,11 @@
 //
 // Agents run on a Host, which stands for the machine: they outlive the
 // Backend that spawned them, so a second Backend on the same Host can
-// Recover them, as after an orchestrator restart. Destroy cancels the
+// Recover them, as after an orchestrator restart. List sees every agent of
+// the Backend's scaler (Config.Scaler) on its Host, tracked or not, and
+// Host.Leave plants a Leftover: compute no Backend tracks, as a crashed
+// orchestrator leaves it, for orphan listing and StopOrphan (which stops
+// one named untracked agent and nothing else). Destroy cancels the
 // agent's context (the agent drains and closes its connection, as on
 // SIGTERM) and waits for it to stop.
 //

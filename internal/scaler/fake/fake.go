@@ -1,7 +1,6 @@
 package fake
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,6 +41,10 @@ type Config struct {
 	WorkDir string
 	// Host runs the agents; nil means a Host of the Backend's own.
 	Host *Host
+	// Scaler is the name of the scaler the Backend serves: List and
+	// StopOrphan see only the Host's compute spawned (or left) for it.
+	// Empty means every scaler's.
+	Scaler string
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -68,8 +71,9 @@ type entry struct {
 }
 
 var (
-	_ scaler.Backend   = (*Backend)(nil)
-	_ scaler.Registrar = (*Backend)(nil)
+	_ scaler.Backend       = (*Backend)(nil)
+	_ scaler.Registrar     = (*Backend)(nil)
+	_ scaler.OrphanStopper = (*Backend)(nil)
 )
 
 // New builds a fake backend.
@@ -165,7 +169,7 @@ func (b *Backend) Spawn(ctx context.Context, req scaler.SpawnRequest) (scaler.Ha
 	blob, _ := json.Marshal(record{V: 1, AgentID: req.AgentID})
 	h := scaler.Handle{AgentID: req.AgentID, Scaler: req.Scaler, Ref: req.AgentID, Blob: blob, SpawnedAt: b.cfg.Now()}
 	e := &entry{handle: h, onEvent: req.OnEvent}
-	e.run = b.host.start(req.AgentID, dir, agentMain(b.log, env))
+	e.run = b.host.start(&run{id: req.AgentID, scaler: req.Scaler, workDir: dir, started: h.SpawnedAt}, agentMain(b.log, env))
 	b.agents[req.AgentID] = e
 	spawned := make(chan struct{})
 	b.wg.Add(1)
@@ -297,18 +301,55 @@ func (b *Backend) Recover(ctx context.Context, handles []scaler.Handle) ([]scale
 	return out, nil
 }
 
-// List returns the tracked agents that still run.
+// List returns the compute of the Backend's scaler that runs on the
+// Host, tracked by this Backend or not (a Leftover, the agents of a
+// Backend that "crashed"), by agent id.
 func (b *Backend) List(ctx context.Context) ([]scaler.Compute, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []scaler.Compute
-	for id, e := range b.agents {
-		if !e.run.ended() {
-			out = append(out, scaler.Compute{AgentID: id, Ref: e.handle.Ref, Started: e.handle.SpawnedAt})
+	for _, r := range b.host.list(b.cfg.Scaler) {
+		if !r.ended() {
+			out = append(out, scaler.Compute{AgentID: r.id, Ref: r.id, Started: r.started, Unverified: r.unverified})
 		}
 	}
-	slices.SortFunc(out, func(a, b scaler.Compute) int { return cmp.Compare(a.AgentID, b.AgentID) })
 	return out, nil
+}
+
+// StopOrphan stops the untracked compute of id on the Host: not found
+// unless it is the Backend's scaler's, tracked when this Backend tracks
+// it, not live when it ended, unverified when it is a Leftover so marked;
+// isTracked is asked last, right before the stop. The stop cancels it,
+// waits for it and removes its work dir.
+func (b *Backend) StopOrphan(ctx context.Context, id string, isTracked func(string) bool) (string, error) {
+	r := b.host.get(id)
+	if r == nil || (b.cfg.Scaler != "" && r.scaler != b.cfg.Scaler) {
+		return scaler.OutcomeNotFound, nil
+	}
+	b.mu.Lock()
+	_, tracked := b.agents[id]
+	b.mu.Unlock()
+	switch {
+	case tracked:
+		return scaler.OutcomeTracked, fmt.Errorf("the fake backend tracks agent %q", id)
+	case r.ended():
+		return scaler.OutcomeNotLive, nil
+	case r.unverified:
+		return scaler.OutcomeUnverified, fmt.Errorf("agent %q: its identity is not confirmed", id)
+	case isTracked(id):
+		return scaler.OutcomeTracked, nil
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return scaler.OutcomeError, fmt.Errorf("stop agent %q: %w", id, ctx.Err())
+	}
+	b.host.remove(r)
+	if r.workDir != "" {
+		if err := os.RemoveAll(r.workDir); err != nil {
+			return scaler.OutcomeError, fmt.Errorf("stop agent %q: remove work dir: %w", id, err)
+		}
+	}
+	return scaler.OutcomeStopped, nil
 }
 
 // Close destroys every agent and refuses further spawns.
