@@ -32,6 +32,7 @@ const testSecretKey = "00112233445566778899aabbccddeeff00112233445566778899aabbc
 var binDir string
 
 func TestMain(m *testing.M) {
+	execInNetNS() // a copy of the test binary asked to start a program in a namespace does that
 	dir, err := os.MkdirTemp("", "kici-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -81,6 +82,18 @@ type orchestrator struct {
 	// (an agent id belongs to the token that registered it).
 	mu          sync.Mutex
 	agentTokens map[string]string
+	// ns, when set, is the network namespace the process runs in; client
+	// then dials into it.
+	ns     *netNS
+	client *http.Client
+}
+
+// http is the client that reaches the orchestrator.
+func (o *orchestrator) http() *http.Client {
+	if o.client != nil {
+		return o.client
+	}
+	return http.DefaultClient
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
@@ -144,6 +157,9 @@ func (o *orchestrator) start() {
 	t.Helper()
 	o.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"), "serve")
 	o.cmd.Env = append(minimalEnv(), o.env...)
+	if o.ns != nil {
+		o.cmd = o.ns.command(o.cmd)
+	}
 	o.cmd.Stdout = io.MultiWriter(&testWriter{t: t, prefix: "orchestrator: "}, &o.output)
 	o.cmd.Stderr = o.cmd.Stdout
 	if err := o.cmd.Start(); err != nil {
@@ -153,7 +169,7 @@ func (o *orchestrator) start() {
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(o.cmd, o.done)
 	t.Cleanup(o.stop)
 	waitFor(t, 20*time.Second, "orchestrator ready", func() bool {
-		resp, err := http.Get("http://" + o.addr + "/readyz")
+		resp, err := o.http().Get("http://" + o.addr + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -293,7 +309,7 @@ func (o *orchestrator) api(t *testing.T, method, path string, in, out any, want 
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+o.token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := o.http().Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"errors"
 	"fmt"
+	"github.com/kici-dev/kici/internal/scaler"
 	"net"
 	"net/netip"
 	"net/url"
@@ -74,6 +75,10 @@ type Config struct {
 	AgentAuth string
 	// DefaultJobTimeout bounds jobs whose workflow sets no timeout.
 	DefaultJobTimeout time.Duration
+	// ScalerDeferBase and ScalerDeferMax bound how long a scaler waits
+	// after a failed spawn: the base, doubling per failure in a row up to
+	// the max.
+	ScalerDeferBase, ScalerDeferMax time.Duration
 	// CancelGrace is the time between SIGTERM and SIGKILL on a cancel.
 	CancelGrace time.Duration
 	// MaxJobsPerRun is the most jobs one run may have, matrix expansions
@@ -152,6 +157,7 @@ var knownVars = []string{
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
 	"KICI_AGENT_ONE_SHOT", "KICI_AGENT_CONCURRENCY", "KICI_AGENT_SCALER", "KICI_AGENT_CANCEL_GRACE_MS",
 	"KICI_AGENT_SHUTDOWN", "KICI_AGENT_SHUTDOWN_TIMEOUT_MS", "KICI_AGENT_MAX_STEP_LOG_BYTES", "KICI_AGENT_KEEP_JOB_DIRS", "KICI_AGENT_MMDS_URL",
+	"KICI_SCALER_DEFER_BASE_MS", "KICI_SCALER_DEFER_MAX_MS",
 	"KICI_GITHUB_TOKEN", "KICI_GITHUB_API_URL", "KICI_GITHUB_APP_ID", "KICI_GITHUB_APP_KEY_FILE",
 	// admin CLI
 	"KICI_ADMIN_URL", "KICI_ADMIN_TOKEN",
@@ -198,6 +204,8 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 	ms("KICI_DISPATCH_ACK_TIMEOUT_MS", DefaultDispatchAckTimeout, &c.DispatchAckTimeout)
 	ms("KICI_AGENT_RECOVERY_WINDOW_MS", DefaultAgentRecoveryWindow, &c.AgentRecoveryWindow)
 	ms("KICI_DEFAULT_JOB_TIMEOUT_MS", DefaultJobTimeout, &c.DefaultJobTimeout)
+	ms("KICI_SCALER_DEFER_BASE_MS", scaler.DefaultDeferBase, &c.ScalerDeferBase)
+	ms("KICI_SCALER_DEFER_MAX_MS", scaler.DefaultDeferMax, &c.ScalerDeferMax)
 	ms("KICI_CANCEL_GRACE_MS", DefaultCancelGrace, &c.CancelGrace)
 	ms("KICI_INSTANCE_HEARTBEAT_MS", DefaultInstanceHeartbeat, &c.InstanceHeartbeat)
 	ms("KICI_SCHEDULE_REFRESH_MS", DefaultScheduleRefresh, &c.ScheduleRefresh)

@@ -15,6 +15,7 @@ import (
 	"github.com/kici-dev/kici/internal/scaler/baremetal"
 	"github.com/kici-dev/kici/internal/scaler/config"
 	"github.com/kici-dev/kici/internal/scaler/container"
+	"github.com/kici-dev/kici/internal/scaler/firecracker"
 )
 
 // scalers owns the auto-scaler of one orchestrator: its configuration
@@ -28,6 +29,13 @@ type scalers struct {
 	mu       sync.Mutex // serialises reloads
 	file     *config.File
 	tokenKey []byte
+	// fcHost is the firecracker host side, made with the first
+	// firecracker scaler (under mu after start-up).
+	fcHost *firecracker.Host
+	// bg is cancelled when the scalers stop (stopBG), ending their
+	// background loops.
+	bg     context.Context
+	stopBG context.CancelFunc
 }
 
 // defaultAgentURL is the URL scaler agents dial when their scaler sets no
@@ -66,11 +74,13 @@ func (s *Server) startScalers(ctx context.Context) error {
 		return err
 	}
 	sc := &scalers{s: s, path: s.cfg.ScalerConfigPath, instance: instance, file: file, tokenKey: key}
+	sc.bg, sc.stopBG = context.WithCancel(context.WithoutCancel(ctx))
 	backends := map[string]scaler.Backend{}
 	for _, c := range file.Scalers {
-		b, err := sc.build(ctx, c)
+		b, err := sc.build(ctx, c, file)
 		if err != nil {
 			closeAll(backends)
+			sc.stopBG()
 			return err
 		}
 		backends[c.Name] = b
@@ -79,6 +89,7 @@ func (s *Server) startScalers(ctx context.Context) error {
 		scalerSink{log: s.log, db: s.db, pub: hubPublisher{logs: s.logs, metrics: s.metrics}, disp: s.disp, metrics: s.metrics})
 	if err != nil {
 		closeAll(backends)
+		sc.stopBG()
 		return err
 	}
 	// Adopt what a previous process spawned and still runs; only then
@@ -114,9 +125,14 @@ func (sc *scalers) managerConfig(file *config.File) scaler.Config {
 	cfg := file.ManagerConfig()
 	cfg.TokenKey = sc.tokenKey
 	cfg.State = spawnStore{sc.s.db}
+	cfg.DeferBase, cfg.DeferMax = sc.s.cfg.ScalerDeferBase, sc.s.cfg.ScalerDeferMax
 	cfg.Trackers = sc.trackers
 	for i := range cfg.Scalers {
-		if cfg.Scalers[i].OrchestratorURL == "" {
+		switch {
+		case cfg.Scalers[i].OrchestratorURL != "":
+		case cfg.Scalers[i].Type == config.TypeFirecracker:
+			cfg.Scalers[i].OrchestratorURL = sc.firecrackerAgentURL(file)
+		default:
 			cfg.Scalers[i].OrchestratorURL = sc.s.defaultAgentURL()
 		}
 	}
@@ -127,7 +143,7 @@ func (sc *scalers) managerConfig(file *config.File) scaler.Config {
 // compute this orchestrator instance left behind for that scaler (the
 // agents of a previous process cannot be resumed: their tokens died with
 // it); containers of other instances are never touched.
-func (sc *scalers) build(ctx context.Context, c config.Scaler) (scaler.Backend, error) {
+func (sc *scalers) build(ctx context.Context, c config.Scaler, file *config.File) (scaler.Backend, error) {
 	log := sc.s.log.With("scaler", c.Name, "backend", c.Type)
 	switch c.Type {
 	case config.TypeBareMetal:
@@ -141,6 +157,8 @@ func (sc *scalers) build(ctx context.Context, c config.Scaler) (scaler.Backend, 
 			return nil, fmt.Errorf("scaler %q: %w", c.Name, err)
 		}
 		return b, nil
+	case config.TypeFirecracker:
+		return sc.buildFirecracker(ctx, c, file)
 	}
 	return nil, fmt.Errorf("scaler %q: unknown type %q", c.Name, c.Type)
 }
@@ -196,7 +214,7 @@ func (sc *scalers) reload(ctx context.Context) (scaler.ReloadResult, error) {
 			// A scaler removed earlier and still draining keeps its backend:
 			// a second one would reap the containers its agents run in.
 			if name == c.Name && !sc.manager.Running(name) {
-				b, err := sc.build(ctx, c)
+				b, err := sc.build(ctx, c, file)
 				if err != nil {
 					closeAll(built)
 					return scaler.ReloadResult{}, err

@@ -192,6 +192,13 @@ func (s *Server) build(ctx context.Context) error {
 	})
 	ws := agentws.New(s.log, s.disp, s.db, auditLog, agentws.Config{NoAuth: s.cfg.AgentAuth == "none", TrustedProxies: s.cfg.TrustedProxies})
 	s.ws = ws
+	// Listen before the scalers start: a firecracker guest's default
+	// orchestrator URL needs the port (connections wait in the backlog
+	// until Serve).
+	s.ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
 	if err := s.startScalers(ctx); err != nil {
 		return err
 	}
@@ -203,10 +210,6 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	apiCfg.Schedules = s.schedules
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
-	s.ln, err = net.Listen("tcp", s.cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
-	}
 	return nil
 }
 
@@ -299,6 +302,7 @@ func (s *Server) Run(ctx context.Context) error {
 			if err := s.scalers.manager.Close(closeCtx); err != nil {
 				s.log.Warn("scaler shutdown", "error", err)
 			}
+			s.scalers.stopBG()
 		}()
 	}
 	go func() {

@@ -62,6 +62,10 @@ type Harness struct {
 	// Timeout bounds each wait (registration, close, failure event); 0
 	// means DefaultTimeout.
 	Timeout time.Duration
+	// ListenHost is the address the harness's orchestrator listens on;
+	// "" means 127.0.0.1. A backend whose agents live in another network
+	// namespace (a microVM) sets one they can reach.
+	ListenHost string
 }
 
 // Run drives the backend through every scenario of the package doc, each as
@@ -94,7 +98,7 @@ func Run(t *testing.T, h Harness) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			sc.run(t, &scenario{h: h, dir: t.TempDir(), orch: newOrchestrator(t, h.Timeout)})
+			sc.run(t, &scenario{h: h, dir: t.TempDir(), orch: newOrchestrator(t, h.Timeout, h.ListenHost)})
 		})
 	}
 }

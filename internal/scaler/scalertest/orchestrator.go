@@ -2,6 +2,7 @@ package scalertest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -46,7 +47,7 @@ type agentConn struct {
 	code int
 }
 
-func newOrchestrator(t *testing.T, timeout time.Duration) *orchestrator {
+func newOrchestrator(t *testing.T, timeout time.Duration, listenHost string) *orchestrator {
 	o := &orchestrator{
 		timeout: timeout,
 		tokens:  map[string]string{},
@@ -56,7 +57,16 @@ func newOrchestrator(t *testing.T, timeout time.Duration) *orchestrator {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/ws", o.serveWS)
-	o.srv = httptest.NewServer(mux)
+	o.srv = httptest.NewUnstartedServer(mux)
+	if listenHost != "" {
+		l, err := net.Listen("tcp", net.JoinHostPort(listenHost, "0"))
+		if err != nil {
+			t.Fatalf("scalertest: listen on %s: %v", listenHost, err)
+		}
+		_ = o.srv.Listener.Close()
+		o.srv.Listener = l
+	}
+	o.srv.Start()
 	t.Cleanup(func() {
 		o.mu.Lock()
 		for c := range o.live {
