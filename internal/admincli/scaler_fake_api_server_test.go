@@ -28,6 +28,7 @@ func (f *fakeAPI) scalerRoutes(mux *http.ServeMux) {
 	for _, prefix := range []string{"", fakeNoScaler, fakeFailing} {
 		mux.HandleFunc("GET "+prefix+scalersPath, f.scalerStatus)
 		mux.HandleFunc("POST "+prefix+scalerReloadPath, f.scalerReload)
+		mux.HandleFunc("POST "+prefix+"/api/v1/scalers/{name}/retry", f.scalerRetry)
 		mux.HandleFunc("GET "+prefix+orphansPath, f.scalerOrphans)
 		mux.HandleFunc("POST "+prefix+orphansStopPath, f.scalerStopOrphans)
 	}
@@ -100,6 +101,19 @@ func (f *fakeAPI) scalerReload(w http.ResponseWriter, r *http.Request) {
 		plan = scaler.ReloadResult{}
 	}
 	writeJSONStatus(w, http.StatusOK, map[string]any{"result": "applied", "plan": plan})
+}
+
+// scalerRetry lifts the deferral of a scaler of fakeScalers.
+func (f *fakeAPI) scalerRetry(w http.ResponseWriter, r *http.Request) {
+	if f.noScaler(w, r) {
+		return
+	}
+	name := r.PathValue("name")
+	if !slices.ContainsFunc(fakeScalers, func(s scaler.ScalerStatus) bool { return s.Name == name }) {
+		writeError(w, http.StatusNotFound, "no scaler named \""+name+"\" (see GET /api/v1/scalers)")
+		return
+	}
+	writeJSONStatus(w, http.StatusOK, map[string]any{"scaler": name, "result": "deferral lifted"})
 }
 
 const fakeContainerID = "3f9a1c2b7d8e4f5a6b7c8d9e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c"

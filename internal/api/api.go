@@ -206,6 +206,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/audit", adminToken, auth.AuditRead, "audit.list", s.listAudit},
 		{"GET /api/v1/scalers", adminToken, auth.ScalerRead, "scaler.status", s.scalerStatus},
 		{"POST /api/v1/scalers/reload", adminToken, auth.ScalerManage, "scaler.reload", s.scalerReload},
+		{"POST /api/v1/scalers/{name}/retry", adminToken, auth.ScalerManage, "scaler.retry", s.scalerRetry},
 		{"GET /api/v1/scalers/orphans", adminToken, auth.ScalerRead, "scaler.orphans.list", s.scalerOrphans},
 		{"POST /api/v1/scalers/orphans/stop", adminToken, auth.ScalerManage, "scaler.orphans.stop", s.scalerStopOrphans},
 		{"GET /api/v1/diagnose", adminToken, auth.ScalerRead, "diagnose", s.diagnose},

@@ -188,7 +188,10 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			"GET /api/v1/audit":           static("/api/v1/audit", "", http.StatusOK),
 			"GET /api/v1/scalers":         static("/api/v1/scalers", "", http.StatusOK),
 			"POST /api/v1/scalers/reload": static("/api/v1/scalers/reload", "", http.StatusOK),
-			"GET /api/v1/scalers/orphans": static("/api/v1/scalers/orphans", "", http.StatusOK),
+			// An unknown scaler is answered 404: the guard let the caller
+			// through.
+			"POST /api/v1/scalers/{name}/retry": static("/api/v1/scalers/no-such-scaler/retry", "", http.StatusNotFound),
+			"GET /api/v1/scalers/orphans":       static("/api/v1/scalers/orphans", "", http.StatusOK),
 			// An id with no compute is answered 200 with its outcome
 			// (not-found): the guard let the caller through.
 			"GET /api/v1/diagnose":              static("/api/v1/diagnose", "", http.StatusOK),

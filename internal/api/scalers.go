@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/kici-dev/kici/internal/scaler"
@@ -20,6 +21,9 @@ type ScalerAdmin interface {
 	// outcome per id; an error wrapping scaler.ErrBadOrphanIDs refuses
 	// the ids (400), any other is the server's (500).
 	StopOrphans(ctx context.Context, ids []string) ([]scaler.StopOutcome, error)
+	// Retry lifts a scaler's deferral after failed spawns; an error
+	// wrapping scaler.ErrUnknownScaler means no scaler has the name.
+	Retry(name string) error
 }
 
 // orphanStopTimeout bounds POST /api/v1/scalers/orphans/stop.
@@ -55,6 +59,24 @@ func (s *Server) scalerReload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": "applied", "plan": res})
+}
+
+// scalerRetry lifts a scaler's deferral, so that the jobs waiting for it
+// are offered to it at once (after the operator fixed the host).
+func (s *Server) scalerRetry(w http.ResponseWriter, r *http.Request) {
+	if !s.scalersConfigured(w) {
+		return
+	}
+	name := r.PathValue("name")
+	if err := s.cfg.Scalers.Retry(name); err != nil {
+		if errors.Is(err, scaler.ErrUnknownScaler) {
+			writeError(w, http.StatusNotFound, "no scaler named "+strconv.Quote(name)+" (see GET /api/v1/scalers)")
+			return
+		}
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"scaler": name, "result": "deferral lifted"})
 }
 
 func (s *Server) scalerOrphans(w http.ResponseWriter, r *http.Request) {

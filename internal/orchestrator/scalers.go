@@ -255,6 +255,8 @@ func (sc *scalers) Orphans(ctx context.Context) ([]scaler.Orphan, error) {
 	return sc.manager.Orphans(ctx)
 }
 
+func (sc *scalers) Retry(name string) error { return sc.manager.Retry(name) }
+
 func (sc *scalers) StopOrphans(ctx context.Context, ids []string) ([]scaler.StopOutcome, error) {
 	return sc.manager.StopOrphans(ctx, ids)
 }
