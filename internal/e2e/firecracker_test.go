@@ -387,3 +387,40 @@ jobs:
 	}
 	waitFor(t, 30*time.Second, "the VM's host resources to be gone", func() bool { return len(w.leftovers(t)) == 0 })
 }
+
+// TestFirecrackerHundredJobsThroughFourVMs: 100 jobs through a scaler of
+// at most 4 VMs all succeed, each on a VM of its own, and nothing of any
+// VM is left afterwards (docs/benchmarks.md reports the time it took).
+func TestFirecrackerHundredJobsThroughFourVMs(t *testing.T) {
+	t.Parallel()
+	w := newFCWorld(t)
+	o := w.start(t, w.scalers(t, w.kernel, 4, ""), "KICI_LOG_LEVEL=info")
+	var wf strings.Builder
+	wf.WriteString("on: {push: {}}\njobs:\n")
+	const jobs = 100
+	for i := range jobs {
+		fmt.Fprintf(&wf, "  j%03d:\n    runs-on: [linux, fc]\n    steps: [{run: echo job %d}]\n", i, i)
+	}
+	o.addRepo(t, map[string]string{"ci.yml": wf.String()})
+	start := time.Now()
+	id := o.push(t)
+	r := o.waitRun(t, id, 180*time.Second, "100 jobs to end", ended)
+	took := time.Since(start)
+	agents := map[string]bool{}
+	for _, j := range r.Jobs {
+		if j.Status != "success" {
+			t.Errorf("job %s: %s (%s)", j.Name, j.Status, j.Error)
+		}
+		agents[j.AgentID] = true
+	}
+	if len(r.Jobs) != jobs || len(agents) != jobs {
+		t.Errorf("%d jobs on %d agents, want %d jobs each on its own VM", len(r.Jobs), len(agents), jobs)
+	}
+	t.Logf("%d jobs through 4 VMs in %s (%.1f jobs/s)", jobs, took.Round(time.Millisecond), float64(jobs)/took.Seconds())
+	waitFor(t, 30*time.Second, "every VM's host resources to be gone", func() bool { return len(w.leftovers(t)) == 0 })
+	inst := instance(t, o)
+	o.stop()
+	if l := leases(t, o, inst+"/"+w.bridge); len(l) != 0 {
+		t.Errorf("address leases left: %+v", l)
+	}
+}

@@ -51,7 +51,7 @@ var (
 )
 
 // testWorld builds the binaries and prepares the host network once.
-func testWorld(t *testing.T) *world {
+func testWorld(t testing.TB) *world {
 	t.Helper()
 	testsvc.NetNS(t)
 	worldOnce.Do(func() { shared.err = shared.build() })
@@ -97,7 +97,7 @@ func (w *world) build() error {
 
 // guestFiles makes a kernel and a rootfs (placeholders: the fake VMM boots
 // no kernel) in dir.
-func guestFiles(t *testing.T, dir string) (kernel, rootfs string) {
+func guestFiles(t testing.TB, dir string) (kernel, rootfs string) {
 	t.Helper()
 	kernel, rootfs = filepath.Join(dir, "vmlinux"), filepath.Join(dir, "rootfs.ext4")
 	for _, p := range []string{kernel, rootfs} {
@@ -110,7 +110,7 @@ func guestFiles(t *testing.T, dir string) (kernel, rootfs string) {
 
 // newBackend is a backend on the shared host with its chroot base in
 // stateDir.
-func (w *world) newBackend(t *testing.T, stateDir string) *Backend {
+func (w *world) newBackend(t testing.TB, stateDir string) *Backend {
 	t.Helper()
 	kernel, _ := guestFiles(t, stateDir)
 	b, err := New(slog.New(slog.NewTextHandler(t.Output(), nil)), Config{
@@ -124,12 +124,40 @@ func (w *world) newBackend(t *testing.T, stateDir string) *Backend {
 	return b
 }
 
-func testLabelSet(t *testing.T, dir string) scaler.LabelSet {
+func testLabelSet(t testing.TB, dir string) scaler.LabelSet {
 	_, rootfs := guestFiles(t, dir)
 	return scaler.LabelSet{
 		Labels:      []string{"fc", "linux"},
 		Firecracker: scaler.FirecrackerGuest{RootfsPath: rootfs, OverlayDriveSizeMib: 8},
 	}
+}
+
+// hostLeftovers lists every TAP of the pattern, per-VM rule and lease on
+// the shared host.
+func (w *world) hostLeftovers(t testing.TB) []string {
+	var out []string
+	taps, err := w.host.net.Taps(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tap := range taps {
+		out = append(out, "TAP "+tap)
+	}
+	ruled, err := w.host.net.VMAddrs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ruled {
+		out = append(out, "rules of "+a.String())
+	}
+	leases, err := w.host.addrs.Leases(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		out = append(out, "lease of "+l.Addr.String()+" by "+l.VMID)
+	}
+	return out
 }
 
 // leftovers lists what a VM left on the host: its dir, TAP, rules, lease.

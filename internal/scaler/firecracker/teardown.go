@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -120,10 +121,16 @@ func (b *Backend) removeVM(ctx context.Context, v *vm) error {
 	b.mu.Lock()
 	api, addr := v.api, v.addr
 	b.mu.Unlock()
+	t0 := time.Now()
 	if err := b.stopVMM(ctx, v, api); err != nil {
 		return err
 	}
-	return b.host.removeResources(ctx, v.id, v.dir, addr)
+	t1 := time.Now()
+	err := b.host.removeResources(ctx, v.id, v.dir, addr)
+	if b.timed != nil && err == nil {
+		b.timed(t1.Sub(t0), time.Since(t1))
+	}
+	return err
 }
 
 // stopVMM asks the guest to stop and kills the VMM after the grace, only
@@ -154,41 +161,35 @@ func (b *Backend) stopVMM(ctx context.Context, v *vm, api *fcapi.Client) error {
 }
 
 // removeResources removes what a VM had on the host, each step
-// idempotent: its dir (jail, logs), its TAP, its rules, its lease. addr
+// idempotent: its dir (jail, logs), its TAP and its rules, side by side
+// (deleting a bridged link waits for the kernel's RCU grace period, tens
+// of milliseconds), then its lease, only once all three are gone: from
+// then on the address and the TAP name may be handed to a new VM. addr
 // may be invalid (no lease known): the lease is then looked up.
 func (h *Host) removeResources(ctx context.Context, vmID, dir string, addr netip.Addr) error {
-	var errs []error
-	if err := removeDir(dir); err != nil {
-		errs = append(errs, err)
-	}
-	if err := h.net.DeleteTap(ctx, hostnet.TapName(vmID)); err != nil {
-		errs = append(errs, err)
-	}
-	a, ok := addr, addr.IsValid()
-	if !ok {
-		if leases, err := h.addrs.Leases(ctx); err == nil {
-			for _, l := range leases {
-				if l.VMID == vmID {
-					a, ok = l.Addr, true
-				}
+	if !addr.IsValid() {
+		leases, err := h.addrs.Leases(ctx)
+		if err != nil {
+			return err
+		}
+		for _, l := range leases {
+			if l.VMID == vmID {
+				addr = l.Addr
 			}
-		} else {
-			errs = append(errs, err)
 		}
 	}
-	if ok {
-		if err := h.net.RemoveVM(ctx, a); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = removeDir(dir) })
+	wg.Go(func() { errs[1] = h.net.DeleteTap(ctx, hostnet.TapName(vmID)) })
+	if addr.IsValid() {
+		wg.Go(func() { errs[2] = h.net.RemoveVM(ctx, addr) })
 	}
-	if len(errs) == 0 {
-		// The lease goes last: once it is gone, the address and the TAP
-		// name may be handed to a new VM at once.
-		if err := h.addrs.Release(ctx, vmID); err != nil {
-			errs = append(errs, err)
-		}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	return h.addrs.Release(ctx, vmID)
 }
 
 // removeDir removes a VM dir. The jail holds device nodes and files of

@@ -47,7 +47,7 @@ type agentConn struct {
 	code int
 }
 
-func newOrchestrator(t *testing.T, timeout time.Duration, listenHost string) *orchestrator {
+func newOrchestrator(t testing.TB, timeout time.Duration, listenHost string) *orchestrator {
 	o := &orchestrator{
 		timeout: timeout,
 		tokens:  map[string]string{},
@@ -201,7 +201,7 @@ func read(ctx context.Context, c *websocket.Conn) (protocol.Message, error) {
 
 // waitFor blocks until cond (called with o.mu held) holds, or fails the
 // test after the harness's timeout.
-func (o *orchestrator) waitFor(t *testing.T, what string, cond func() bool) {
+func (o *orchestrator) waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	timer := time.NewTimer(o.timeout)
 	defer timer.Stop()
@@ -222,7 +222,7 @@ func (o *orchestrator) waitFor(t *testing.T, what string, cond func() bool) {
 
 // waitRegistered returns the register message of agentID once the agent
 // is registered on its side too (it sent a message after registered).
-func (o *orchestrator) waitRegistered(t *testing.T, agentID string) *protocol.Register {
+func (o *orchestrator) waitRegistered(t testing.TB, agentID string) *protocol.Register {
 	t.Helper()
 	var reg *protocol.Register
 	o.waitFor(t, "agent "+agentID+" to register", func() bool {
@@ -235,7 +235,7 @@ func (o *orchestrator) waitRegistered(t *testing.T, agentID string) *protocol.Re
 }
 
 // waitClosed returns the close code of agentID's connection once it ended.
-func (o *orchestrator) waitClosed(t *testing.T, agentID string) int {
+func (o *orchestrator) waitClosed(t testing.TB, agentID string) int {
 	t.Helper()
 	code := 0
 	o.waitFor(t, "agent "+agentID+" to close its connection", func() bool {
