@@ -124,6 +124,9 @@ type Compute struct {
 	// confirm it is its own (a PID whose process identity does not
 	// match, say): it is listed, and never stopped as an orphan.
 	Unverified bool
+	// Tracked: the backend itself tracks it (a VM it spawned or
+	// re-attached), whatever the manager knows.
+	Tracked bool
 }
 
 // Capabilities says what a backend can do beyond the required methods.

@@ -67,10 +67,11 @@ const (
 	ComputeUnverified = "unverified"
 )
 
-// Trackers, the values of Orphan.TrackedBy. (A backend that tracks
-// compute itself, as the firecracker backend does, refuses to stop it in
-// StopOrphan; its own tracking is not listed.)
+// Trackers, the values of Orphan.TrackedBy.
 const (
+	// TrackedByBackend: the backend itself tracks it (Compute.Tracked),
+	// e.g. a VM the firecracker backend spawned or re-attached.
+	TrackedByBackend = "backend"
 	// TrackedBySpawning: a spawn of the manager whose agent has not
 	// registered yet (one adopted after a restart included).
 	TrackedBySpawning = "spawning"
@@ -210,6 +211,9 @@ func (m *Manager) Orphans(ctx context.Context) ([]Orphan, error) {
 		o := Orphan{
 			ID: l.compute.AgentID, Scaler: l.scaler, Backend: l.backend.Type(), Ref: l.compute.Ref,
 			Started: l.compute.Started, TrackedBy: m.trackedBy(l.compute.AgentID, t),
+		}
+		if l.compute.Tracked {
+			o.TrackedBy = append([]string{TrackedByBackend}, o.TrackedBy...)
 		}
 		switch {
 		case len(o.TrackedBy) > 0 || t.err != nil:

@@ -128,7 +128,7 @@ func TestStopOrphanOutcomes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 1 || list[0].AgentID != tracked || list[0].Unverified {
-		t.Errorf("listing after the stop: %+v, want only the tracked VM, confirmed", list)
+	if len(list) != 1 || list[0].AgentID != tracked || list[0].Unverified || !list[0].Tracked {
+		t.Errorf("listing after the stop: %+v, want only the tracked VM, confirmed and tracked by the backend", list)
 	}
 }

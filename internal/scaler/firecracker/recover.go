@@ -117,12 +117,15 @@ func (b *Backend) List(ctx context.Context) ([]scaler.Compute, error) {
 		if l.scaler != b.cfg.Name || !l.ident.Running() {
 			continue
 		}
+		b.mu.Lock()
+		_, tracked := b.vms[l.id]
+		b.mu.Unlock()
 		started := l.ident.Started
 		if started.IsZero() {
 			started = l.created
 		}
 		out = append(out, scaler.Compute{AgentID: l.id, Ref: strconv.Itoa(l.ident.PID), Started: started,
-			Unverified: l.ident.State != vmproc.Confirmed})
+			Unverified: l.ident.State != vmproc.Confirmed, Tracked: tracked})
 	}
 	return out, nil
 }
