@@ -133,35 +133,15 @@ func (m *Machine) routePut(ctx context.Context, path string, tokens []string, bo
 		}
 		return m.putBootSource(bs)
 	case "drives":
-		id, err := pathID(tokens)
+		d, err := decodeWithID(tokens, body, func(d *drive) *string { return d.DriveID }, driveIDs)
 		if err != nil {
 			return err
-		}
-		var d drive
-		if err := decodeBody(body, &d); err != nil {
-			return err
-		}
-		if d.DriveID == nil {
-			return deserializeFault("missing field `drive_id`")
-		}
-		if *d.DriveID != id {
-			return fault("The id from the path does not match the id from the body!")
 		}
 		return m.putDrive(d)
 	case "network-interfaces":
-		id, err := pathID(tokens)
+		n, err := decodeWithID(tokens, body, func(n *networkInterface) *string { return n.IfaceID }, ifaceIDs)
 		if err != nil {
 			return err
-		}
-		var n networkInterface
-		if err := decodeBody(body, &n); err != nil {
-			return err
-		}
-		if n.IfaceID == nil {
-			return deserializeFault("missing field `iface_id`")
-		}
-		if *n.IfaceID != id {
-			return fault("The id from the path [%s] does not match the id from the body [%s]!", id, *n.IfaceID)
 		}
 		return m.putNetworkInterface(n)
 	case "machine-config":
@@ -227,35 +207,15 @@ func (m *Machine) routePut(ctx context.Context, path string, tokens []string, bo
 func (m *Machine) routePatch(ctx context.Context, path string, tokens []string, body []byte) error {
 	switch path {
 	case "drives":
-		id, err := pathID(tokens)
+		d, err := decodeWithID(tokens, body, func(d *partialDrive) *string { return d.DriveID }, driveIDs)
 		if err != nil {
 			return err
-		}
-		var d partialDrive
-		if err := decodeBody(body, &d); err != nil {
-			return err
-		}
-		if d.DriveID == nil {
-			return deserializeFault("missing field `drive_id`")
-		}
-		if *d.DriveID != id {
-			return fault("The id from the path does not match the id from the body!")
 		}
 		return m.patchDrive(d)
 	case "network-interfaces":
-		id, err := pathID(tokens)
+		n, err := decodeWithID(tokens, body, func(n *partialNetworkInterface) *string { return n.IfaceID }, ifaceIDs)
 		if err != nil {
 			return err
-		}
-		var n partialNetworkInterface
-		if err := decodeBody(body, &n); err != nil {
-			return err
-		}
-		if n.IfaceID == nil {
-			return deserializeFault("missing field `iface_id`")
-		}
-		if *n.IfaceID != id {
-			return fault("The id from the path [%s] does not match the id from the body [%s]!", id, *n.IfaceID)
 		}
 		return m.patchNetworkInterface(n)
 	case "machine-config":
@@ -352,4 +312,41 @@ func writeFault(w http.ResponseWriter, f *apiFault) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(f.status)
 	_, _ = w.Write(b)
+}
+
+// idRule says how a body's id field is named and how a mismatch with the
+// request path is worded (Firecracker words the two kinds differently).
+type idRule struct {
+	field    string
+	mismatch func(path, body string) error
+}
+
+var (
+	driveIDs = idRule{field: "drive_id", mismatch: func(string, string) error {
+		return fault("The id from the path does not match the id from the body!")
+	}}
+	ifaceIDs = idRule{field: "iface_id", mismatch: func(path, body string) error {
+		return fault("The id from the path [%s] does not match the id from the body [%s]!", path, body)
+	}}
+)
+
+// decodeWithID decodes the body of a request on /<kind>/{id} and checks
+// that the id it holds is the path's.
+func decodeWithID[T any](tokens []string, body []byte, idOf func(*T) *string, rule idRule) (T, error) {
+	var v T
+	id, err := pathID(tokens)
+	if err != nil {
+		return v, err
+	}
+	if err := decodeBody(body, &v); err != nil {
+		return v, err
+	}
+	got := idOf(&v)
+	if got == nil {
+		return v, deserializeFault("missing field `" + rule.field + "`")
+	}
+	if *got != id {
+		return v, rule.mismatch(id, *got)
+	}
+	return v, nil
 }

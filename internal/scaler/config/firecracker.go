@@ -191,12 +191,8 @@ func (p *parser) firecrackerNetwork(n *yaml.Node, path string, fn *FirecrackerNe
 func (p *parser) firecrackerKey(kv pair, path string, fc *Firecracker) {
 	switch kv.key {
 	case "firecrackerPath", "jailerPath", "kernelPath", "chrootBaseDir":
-		s, ok := p.str(kv.value, path)
+		s, ok := p.hostPath(kv.value, path)
 		if !ok {
-			return
-		}
-		if msg := checkHostPath(s); msg != "" {
-			p.errorf(kv.value, path, "%s", msg)
 			return
 		}
 		switch kv.key {
@@ -238,12 +234,8 @@ func (p *parser) firecrackerKey(kv pair, path string, fc *Firecracker) {
 func (p *parser) firecrackerLabelSetKey(kv pair, path string, fc *FirecrackerLabelSet) {
 	switch kv.key {
 	case "rootfsPath", "kernelPath":
-		s, ok := p.str(kv.value, path)
+		s, ok := p.hostPath(kv.value, path)
 		if !ok {
-			return
-		}
-		if msg := checkHostPath(s); msg != "" {
-			p.errorf(kv.value, path, "%s", msg)
 			return
 		}
 		if kv.key == "rootfsPath" {
@@ -258,6 +250,19 @@ func (p *parser) firecrackerLabelSetKey(kv pair, path string, fc *FirecrackerLab
 	case "overlayDriveSizeMib":
 		fc.OverlayDriveSizeMib, _ = p.integer(kv.value, path, 1, maxOverlayDriveSizeMib)
 	}
+}
+
+// hostPath reads an absolute path on the orchestrator's host.
+func (p *parser) hostPath(n *yaml.Node, path string) (string, bool) {
+	s, ok := p.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if msg := checkHostPath(s); msg != "" {
+		p.errorf(n, path, "%s", msg)
+		return "", false
+	}
+	return s, true
 }
 
 // checkFirecrackerScaler applies the firecracker rules once the type is
