@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/kici-dev/kici/internal/scaler"
@@ -22,7 +24,7 @@ func (sc *scalers) firecrackerHost(ctx context.Context, file *config.File) (*fir
 		return sc.fcHost, nil
 	}
 	n := file.Firecracker
-	netCfg := hostnet.Config{Bridge: n.Bridge, Gateway: n.Gateway, Prefix: n.CIDR, Table: n.Table}
+	netCfg := hostnet.Config{Bridge: n.Bridge, Gateway: n.Gateway, Prefix: n.CIDR, Table: n.Table, HostPorts: sc.guestPorts(file)}
 	h, err := firecracker.NewHost(sc.s.log.With("component", "firecracker-host"), firecracker.HostConfig{
 		Network: netCfg, Netmask: n.Netmask, AutoProvision: n.AutoProvisionHost,
 		Addresses: firecracker.StoreAddresses(sc.s.db, sc.instance+"/"+n.Bridge, n.CIDR, n.Gateway),
@@ -64,6 +66,37 @@ func (sc *scalers) buildFirecracker(ctx context.Context, c config.Scaler, file *
 		}
 	}()
 	return b, nil
+}
+
+// guestPorts are the host's TCP ports guests may reach: the port of each
+// firecracker scaler's orchestrator URL that points at the gateway (the
+// orchestrator's own port when a scaler sets none). Every other host port
+// refuses them.
+func (sc *scalers) guestPorts(file *config.File) []uint16 {
+	var out []uint16
+	add := func(raw string) {
+		u, err := url.Parse(raw)
+		if err != nil || u.Hostname() != file.Firecracker.Gateway.String() {
+			return
+		}
+		p := u.Port()
+		if p == "" {
+			p = map[string]string{"wss": "443"}[u.Scheme]
+			if p == "" {
+				p = "80"
+			}
+		}
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil && !slices.Contains(out, uint16(n)) {
+			out = append(out, uint16(n))
+		}
+	}
+	add(sc.firecrackerAgentURL(file))
+	for _, c := range file.Scalers {
+		if c.Type == config.TypeFirecracker && c.OrchestratorURL != "" {
+			add(c.OrchestratorURL)
+		}
+	}
+	return out
 }
 
 // firecrackerAgentURL is where a guest reaches this orchestrator when its

@@ -6,11 +6,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/scaler/firecracker/overlay"
-	"github.com/kici-dev/kici/internal/scaler/scalertest"
 )
 
 // TestConcurrentFirstSpawnsShareOneTemplateBuild: 8 spawns at once on a
@@ -23,7 +21,7 @@ func TestConcurrentFirstSpawnsShareOneTemplateBuild(t *testing.T) {
 	defer b.Close(context.Background())
 	ls := testLabelSet(t, t.TempDir())
 	ls.Firecracker.OverlayDriveSizeMib = 24 // a size no other test uses
-	orch := scalertest.NewOrchestrator(t, testNet.Gateway.String(), 30*time.Second)
+	orch := w.orchestrator(t)
 	spawnAll := func(n int) {
 		var wg sync.WaitGroup
 		errs := make([]error, n)
@@ -81,7 +79,7 @@ func TestStopOrphanOutcomes(t *testing.T) {
 	b := w.newBackend(t, dir)
 	defer b.Close(context.Background())
 	ls := testLabelSet(t, t.TempDir())
-	orch := scalertest.NewOrchestrator(t, testNet.Gateway.String(), 30*time.Second)
+	orch := w.orchestrator(t)
 	spawn := func() string {
 		req := orch.Request(b, ls)
 		if _, err := b.Spawn(t.Context(), req); err != nil {

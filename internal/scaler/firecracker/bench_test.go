@@ -5,8 +5,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/kici-dev/kici/internal/scaler/scalertest"
 )
 
 // BenchmarkSpawnRegisterDestroy measures one microVM's life with the named
@@ -24,7 +22,7 @@ func BenchmarkSpawnRegisterDestroy(b *testing.B) {
 	be := w.newBackend(b, b.TempDir())
 	defer be.Close(context.Background())
 	ls := testLabelSet(b, b.TempDir())
-	orch := scalertest.NewOrchestrator(b, testNet.Gateway.String(), 30*time.Second)
+	orch := w.orchestrator(b)
 	// One spawn first, so that the overlay template exists: it is built
 	// once per host and size, not per spawn.
 	warm := orch.Request(be, ls)

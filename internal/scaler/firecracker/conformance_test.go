@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 
@@ -93,6 +94,17 @@ func (w *world) build() error {
 		return err
 	}
 	return w.host.Prepare(context.Background())
+}
+
+// orchestrator starts the harness's small orchestrator on the gateway and
+// opens its port to the guests.
+func (w *world) orchestrator(t testing.TB) *scalertest.Orchestrator {
+	t.Helper()
+	o := scalertest.NewOrchestrator(t, testNet.Gateway.String(), 30*time.Second)
+	if err := w.host.OpenHostPort(context.Background(), o.Port()); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
 // guestFiles makes a kernel and a rootfs (placeholders: the fake VMM boots
@@ -201,5 +213,10 @@ func TestConformance(t *testing.T) {
 		FailOutput: `KICI_AGENT_CONCURRENCY="0": want at least 1`,
 		Leftovers:  w.leftovers,
 		ListenHost: testNet.Gateway.String(),
+		Listening: func(t *testing.T, port uint16) {
+			if err := w.host.OpenHostPort(t.Context(), port); err != nil {
+				t.Fatal(err)
+			}
+		},
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/kici-dev/kici/internal/scaler/firecracker/hostnet"
@@ -49,6 +50,8 @@ type Host struct {
 	// backends are the backends built on h and not closed, for the
 	// periodic sweep.
 	backends []*Backend
+	// hostPorts are the host's TCP ports open to guests.
+	hostPorts []uint16
 	// prepared is the outcome of the last Prepare (nil before the first).
 	prepared error
 	ready    bool
@@ -70,6 +73,7 @@ func NewHost(log *slog.Logger, cfg HostConfig) (*Host, error) {
 	return &Host{
 		log: log.With("bridge", cfg.Network.Bridge), cfg: cfg, net: n, addrs: cfg.Addresses,
 		tracked: map[string]string{}, templates: map[string]*overlay.Templates{},
+		hostPorts: slices.Clone(cfg.Network.HostPorts),
 	}, nil
 }
 
@@ -158,6 +162,22 @@ func (h *Host) isTracked(vmID string) bool {
 	defer h.mu.Unlock()
 	_, ok := h.tracked[vmID]
 	return ok
+}
+
+// OpenHostPort lets guests reach a TCP port of the host itself (an
+// orchestrator listening there); every other connection from the bridge
+// to the host is refused. The bridge's rules are rewritten, the VMs'
+// kept.
+func (h *Host) OpenHostPort(ctx context.Context, port uint16) error {
+	h.mu.Lock()
+	if slices.Contains(h.hostPorts, port) {
+		h.mu.Unlock()
+		return nil
+	}
+	h.hostPorts = append(h.hostPorts, port)
+	ports := slices.Clone(h.hostPorts)
+	h.mu.Unlock()
+	return h.net.SetHostPorts(ctx, ports)
 }
 
 // Gateway returns the bridge's address, which guests dial to reach the

@@ -19,6 +19,9 @@ func NewOrchestrator(tb testing.TB, listenHost string, timeout time.Duration) *O
 	return &Orchestrator{o: newOrchestrator(tb, timeout, listenHost)}
 }
 
+// Port is the TCP port it listens on.
+func (o *Orchestrator) Port() uint16 { return o.o.port() }
+
 // Request builds a SpawnRequest as the manager does, for an agent this
 // orchestrator accepts.
 func (o *Orchestrator) Request(b scaler.Backend, ls scaler.LabelSet) scaler.SpawnRequest {

@@ -66,6 +66,9 @@ type Harness struct {
 	// "" means 127.0.0.1. A backend whose agents live in another network
 	// namespace (a microVM) sets one they can reach.
 	ListenHost string
+	// Listening, if set, is told the port of each orchestrator the
+	// harness starts, before any spawn (to open it to the agents).
+	Listening func(t *testing.T, port uint16)
 }
 
 // Run drives the backend through every scenario of the package doc, each as
@@ -98,7 +101,11 @@ func Run(t *testing.T, h Harness) {
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			sc.run(t, &scenario{h: h, dir: t.TempDir(), orch: newOrchestrator(t, h.Timeout, h.ListenHost)})
+			orch := newOrchestrator(t, h.Timeout, h.ListenHost)
+			if h.Listening != nil {
+				h.Listening(t, orch.port())
+			}
+			sc.run(t, &scenario{h: h, dir: t.TempDir(), orch: orch})
 		})
 	}
 }

@@ -78,6 +78,9 @@ func newOrchestrator(t testing.TB, timeout time.Duration, listenHost string) *or
 	return o
 }
 
+// port is the TCP port the orchestrator listens on.
+func (o *orchestrator) port() uint16 { return uint16(o.srv.Listener.Addr().(*net.TCPAddr).Port) }
+
 // url is the ws:// URL agents dial.
 func (o *orchestrator) url() string {
 	return "ws" + strings.TrimPrefix(o.srv.URL, "http") + "/ws"

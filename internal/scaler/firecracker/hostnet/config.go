@@ -3,10 +3,12 @@
 package hostnet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -31,6 +33,10 @@ type Config struct {
 	// gateway and at least one guest. The bridge carries
 	// Gateway/Prefix.Bits().
 	Prefix netip.Prefix
+	// HostPorts are the TCP ports of the host itself that guests may reach
+	// (the orchestrator's); DNS on the gateway is allowed too, every other
+	// connection from the bridge to the host is refused.
+	HostPorts []uint16
 	// Table is the nftables table (family ip) that holds the forward,
 	// baseline and postrouting chains: a letter, then up to 31 letters,
 	// digits, '-' or '_'. It belongs to this Host; it is never deleted.
@@ -104,6 +110,10 @@ type Host struct {
 	fwMu sync.Mutex
 	// bridgeMu serializes EnsureBridge and ProbeIsolation.
 	bridgeMu sync.Mutex
+	// portsMu guards ports, the host's TCP ports open to guests
+	// (Config.HostPorts, then SetHostPorts).
+	portsMu sync.Mutex
+	ports   []uint16
 }
 
 // New returns a Host for cfg after validating it. It touches nothing on
@@ -112,7 +122,23 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg}, nil
+	return &Host{cfg: cfg, ports: slices.Clone(cfg.HostPorts)}, nil
+}
+
+// hostPorts returns the TCP ports of the host open to guests.
+func (h *Host) hostPorts() []uint16 {
+	h.portsMu.Lock()
+	defer h.portsMu.Unlock()
+	return slices.Clone(h.ports)
+}
+
+// SetHostPorts replaces the TCP ports of the host that guests may reach
+// and rewrites the input chain (EnsureFirewall). The VMs' rules are kept.
+func (h *Host) SetHostPorts(ctx context.Context, ports []uint16) error {
+	h.portsMu.Lock()
+	h.ports = slices.Clone(ports)
+	h.portsMu.Unlock()
+	return h.EnsureFirewall(ctx)
 }
 
 // Config returns the configuration h was made with.

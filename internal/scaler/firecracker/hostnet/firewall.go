@@ -79,6 +79,11 @@ func (h *Host) ensureTable(ctx context.Context) error {
 	post := c.AddChain(postroutingChain(t))
 	c.FlushChain(post)
 	c.AddRule(&nftables.Rule{Table: t, Chain: post, Exprs: h.masqRule(), UserData: tagged(masqTag)})
+	in := c.AddChain(inputChain(t))
+	c.FlushChain(in)
+	for _, e := range h.hostRules() {
+		c.AddRule(&nftables.Rule{Table: t, Chain: in, Exprs: e, UserData: tagged(hostTag)})
+	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables/binaryutil"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
 )
 
 // The chains of the table.
@@ -18,6 +19,7 @@ const (
 	chainForward     = "forward"
 	chainBaseline    = "baseline"
 	chainPostrouting = "postrouting"
+	chainInput       = "input"
 )
 
 // The comments that say which rule is which. A per-VM rule's comment is
@@ -27,6 +29,7 @@ const (
 	baselineTag = "kici-baseline"
 	jumpTag     = "kici-baseline-jump"
 	masqTag     = "kici-masquerade"
+	hostTag     = "kici-host-access"
 )
 
 // privateNets are the destinations no guest may reach unless allowed:
@@ -118,6 +121,39 @@ func ctEstablished() []expr.Any {
 	}
 }
 
+// ifname is an interface name as nft compares it: IFNAMSIZ bytes,
+// NUL-padded.
+func ifname(name string) []byte {
+	b := make([]byte, 16)
+	copy(b, name)
+	return b
+}
+
+// iifname matches packets that came in by the interface called name.
+func iifname(name string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(name)},
+	}
+}
+
+// notFrom matches packets whose source address is outside p.
+func notFrom(p netip.Prefix) []expr.Any {
+	e := matchAddr(offSaddr, p)
+	e[len(e)-1].(*expr.Cmp).Op = expr.CmpOpNeq
+	return e
+}
+
+// dport matches the transport protocol proto and destination port.
+func dport(proto byte, port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{proto}},
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(port)},
+	}
+}
+
 // oifnameNot matches packets leaving by an interface not called name.
 func oifnameNot(name string) []expr.Any {
 	b := make([]byte, 16) // IFNAMSIZ, NUL-padded as nft does
@@ -159,6 +195,38 @@ func baselineChain(t *nftables.Table) *nftables.Chain {
 	return &nftables.Chain{Name: chainBaseline, Table: t}
 }
 
+// inputChain is the hooked filter chain of what guests may reach on the
+// host itself: packets to the host's own addresses take the input hook,
+// never forward.
+func inputChain(t *nftables.Table) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Name: chainInput, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept,
+	}
+}
+
+// hostRules are the expressions of the input chain, in order, for
+// packets that came from the bridge: replies to the host's own
+// connections, the TCP ports of Config.HostPorts, DNS on the gateway,
+// and a reject of everything else (a refused connection, not a silent
+// wait, for the guest that tries).
+func (h *Host) hostRules() [][]expr.Any {
+	br := iifname(h.cfg.Bridge)
+	accept := []expr.Any{verdict(expr.VerdictAccept)}
+	rules := [][]expr.Any{rule(br, ctEstablished(), accept)}
+	for _, p := range h.hostPorts() {
+		rules = append(rules, rule(br, dport(unix.IPPROTO_TCP, p), accept))
+	}
+	gw := matchAddr(offDaddr, host(h.cfg.Gateway))
+	rules = append(rules,
+		rule(br, gw, dport(unix.IPPROTO_UDP, 53), accept),
+		rule(br, gw, dport(unix.IPPROTO_TCP, 53), accept),
+		rule(br, []expr.Any{&expr.Counter{}, &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: 3 /* port unreachable */}}),
+	)
+	return rules
+}
+
 // postroutingChain is the NAT chain of the masquerade rule.
 func postroutingChain(t *nftables.Table) *nftables.Chain {
 	accept := nftables.ChainPolicyAccept
@@ -174,6 +242,9 @@ func postroutingChain(t *nftables.Table) *nftables.Chain {
 func (h *Host) baselineRules() [][]expr.Any {
 	pool := matchAddr(offSaddr, h.cfg.Prefix)
 	rules := [][]expr.Any{
+		// A guest that forges a source outside the pool is dropped
+		// before anything could route it out.
+		rule(iifname(h.cfg.Bridge), notFrom(h.cfg.Prefix), []expr.Any{&expr.Counter{}, verdict(expr.VerdictDrop)}),
 		rule(pool, ctEstablished(), []expr.Any{verdict(expr.VerdictAccept)}),
 		rule(pool, matchAddr(offDaddr, host(h.cfg.Gateway)), []expr.Any{verdict(expr.VerdictAccept)}),
 	}

@@ -24,6 +24,7 @@ import (
 func baselineWant(n int) []string {
 	pool := fmt.Sprintf("ip saddr %v/24", poolAddr(n, 0))
 	return []string{
+		fmt.Sprintf(`kici-baseline: iifname "ktbr%d" ip saddr != %v/24 counter drop`, n, poolAddr(n, 0)),
 		"kici-baseline: " + pool + " ct state established,related accept",
 		fmt.Sprintf("kici-baseline: %s ip daddr %v accept", pool, poolAddr(n, 1)),
 		"kici-baseline: " + pool + " ip daddr 10.0.0.0/8 drop",
@@ -67,6 +68,7 @@ func TestEnsureFirewall(t *testing.T) {
 			"forward":     "type filter hook forward priority 0 policy accept",
 			"baseline":    "a regular chain",
 			"postrouting": "type nat hook postrouting priority 100 policy accept",
+			"input":       "type filter hook input priority 0 policy accept",
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("chains after run #%d (-want +got):\n%s", i+1, diff)
@@ -76,6 +78,11 @@ func TestEnsureFirewall(t *testing.T) {
 		}
 		if diff := cmp.Diff([]string{jumpWant}, chainRules(t, h, "forward")); diff != "" {
 			t.Fatalf("forward after run #%d (-want +got):\n%s", i+1, diff)
+		}
+		input := chainRules(t, h, "input")
+		if len(input) != 4 || !strings.Contains(input[0], "ct state established,related accept") ||
+			!strings.Contains(input[len(input)-1], "counter *expr.Reject") {
+			t.Fatalf("input after run #%d: %q, want replies accepted, DNS on the gateway, and a reject", i+1, input)
 		}
 		masq := fmt.Sprintf(`kici-masquerade: ip saddr %v/24 oifname != "ktbr%d" masquerade`, poolAddr(n, 0), n)
 		if diff := cmp.Diff([]string{masq}, chainRules(t, h, "postrouting")); diff != "" {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +52,19 @@ func TestTraffic(t *testing.T) {
 		t.Fatalf("listen on the gateway: %v", err)
 	}
 	t.Cleanup(func() { gatewayLn.Close() })
+	// Only the gateway listener's port is open to guests; a second
+	// listener on the host stands for every other host service.
+	closedLn, err := net.Listen("tcp", netip.AddrPortFrom(h.cfg.Gateway, 0).String())
+	if err != nil {
+		t.Fatalf("listen on the gateway: %v", err)
+	}
+	t.Cleanup(func() { closedLn.Close() })
+	cfg := h.cfg
+	cfg.HostPorts = []uint16{uint16(gatewayLn.Addr().(*net.TCPAddr).Port)}
+	if h, err = New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	provision(t, h)
 	var outsideLn net.Listener
 	inNetNS(t, outside, func() { outsideLn, err = net.Listen("tcp", netip.AddrPortFrom(outsideAddr, 0).String()) })
 	if err != nil {
@@ -66,6 +80,18 @@ func TestTraffic(t *testing.T) {
 		t.Fatalf("AllowVM: %v", err)
 	}
 	dialFrom(t, ctx, guest, outsideLn.Addr().String()).Close()
+	// A host port not opened to guests refuses them at once.
+	var refused error
+	inNetNS(t, guest, func() {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", closedLn.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		refused = err
+	})
+	if !errors.Is(refused, syscall.ECONNREFUSED) {
+		t.Fatalf("dial a host port not opened to guests: got %v, want connection refused", refused)
+	}
 	select {
 	case remote := <-outsideAccepted:
 		if !strings.HasPrefix(remote, outsideHost.String()+":") {

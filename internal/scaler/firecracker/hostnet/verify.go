@@ -136,7 +136,7 @@ func (h *Host) verifyFirewall() []Problem {
 		return Problem{Object: cobj(chain), Miss: "does not exist", Fix: firewallFix("creates it"), Provisioned: true}
 	}
 	var ps []Problem
-	for _, want := range []*nftables.Chain{forwardChain(nil), baselineChain(nil), postroutingChain(nil)} {
+	for _, want := range []*nftables.Chain{forwardChain(nil), baselineChain(nil), postroutingChain(nil), inputChain(nil)} {
 		got := st.chains[want.Name]
 		if got == nil {
 			ps = append(ps, missing(want.Name))
@@ -163,6 +163,8 @@ func (h *Host) verifyFirewall() []Problem {
 			miss = checkRules(rules, h.baselineRules())
 		case chainPostrouting:
 			miss = checkRules(rules, [][]expr.Any{h.masqRule()})
+		case chainInput:
+			miss = checkRules(rules, h.hostRules())
 		}
 		if miss != "" {
 			ps = append(ps, Problem{Object: cobj(want.Name), Miss: miss, Fix: firewallFix("rewrites kici's rules and keeps the VMs'"), Provisioned: true})
