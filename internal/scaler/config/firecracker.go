@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -197,6 +198,12 @@ func (p *parser) firecrackerKey(kv pair, path string, fc *Firecracker) {
 		}
 		switch kv.key {
 		case "firecrackerPath":
+			// The jailer names the jail after the binary's file name, and kici
+			// looks for VMs under <chrootBaseDir>/firecracker/.
+			if filepath.Base(s) != "firecracker" {
+				p.errorf(kv.value, path, "%q: the binary must be called firecracker (the jailer names each VM's jail after it); install it as .../firecracker", s)
+				return
+			}
 			fc.FirecrackerPath = s
 		case "jailerPath":
 			fc.JailerPath = s

@@ -96,6 +96,8 @@ func TestFirecrackerErrors(t *testing.T) {
 		{"long bridge", "version: 1\nfirecracker: {bridgeName: a-very-long-bridge-name}\nscalers: []\n", `invalid interface name "a-very-long-bridge-name"`},
 		{"bad table", "version: 1\nfirecracker: {table: \"1 x\"}\nscalers: []\n", `invalid nftables table name "1 x"`},
 		{"unknown key", "version: 1\nfirecracker: {bridge: x}\nscalers: []\n", `firecracker.bridge: unknown key (known keys: cidr, bridgeName,`},
+		{"binary name", strings.Replace("version: 1\nscalers:"+fcScaler, "/usr/local/bin/firecracker", "/usr/local/bin/firecracker-v1.13", 1),
+			`the binary must be called firecracker`},
 		{"tiny pool", "version: 1\nfirecracker: {cidr: 10.0.0.0/31}\nscalers: []\n", `is too small`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,5 +125,27 @@ func TestPlanRefusesNetworkChangeUnderRunningFirecracker(t *testing.T) {
 	empty, _ := Parse("scalers.yaml", []byte("version: 1\nscalers: []\n"))
 	if err := Plan(empty, to).Err(); err != nil {
 		t.Fatalf("adding a scaler on a new block: got %v, want nil", err)
+	}
+}
+
+func TestPlanRefusesChangedFirecrackerKeys(t *testing.T) {
+	from, err := Parse("scalers.yaml", []byte("version: 1\nscalers:"+fcScaler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := Parse("scalers.yaml", []byte("version: 1\nscalers:"+strings.Replace(fcScaler, "uid: 10000", "uid: 10001", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Plan(from, to).Err(); err == nil || !strings.Contains(err.Error(), "firecracker keys of scalers [fc] changed") {
+		t.Fatalf("got %v, want a refusal naming the scaler", err)
+	}
+	// A label set's keys apply to the next spawn: no refusal.
+	to2, err := Parse("scalers.yaml", []byte("version: 1\nscalers:"+strings.Replace(fcScaler, "/srv/fc/rootfs.ext4", "/srv/fc/rootfs2.ext4", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Plan(from, to2).Err(); err != nil {
+		t.Fatalf("changed rootfsPath: got %v, want nil", err)
 	}
 }

@@ -44,6 +44,11 @@ type ReloadPlan struct {
 	// when the firecracker network block differs: their VMs live on the
 	// old bridge and pool, so such a reload is refused.
 	NetworkChangedUnder []string
+	// FirecrackerChanged names the firecracker scalers of both files whose
+	// own firecracker keys (binaries, kernel, uid, gid, chroot base, sizes)
+	// differ: a running backend keeps the ones it started with, so such a
+	// reload is refused.
+	FirecrackerChanged []string
 }
 
 // Err returns the plan's type changes joined into one error, or nil
@@ -52,6 +57,9 @@ func (p ReloadPlan) Err() error {
 	errs := make([]error, len(p.TypeChanged))
 	for i, e := range p.TypeChanged {
 		errs[i] = e
+	}
+	if len(p.FirecrackerChanged) > 0 {
+		errs = append(errs, fmt.Errorf("the firecracker keys of scalers %v changed (firecrackerPath, jailerPath, kernelPath, uid, gid, chrootBaseDir, vcpuCount, memSizeMib); restart the orchestrator to apply", p.FirecrackerChanged))
 	}
 	if len(p.NetworkChangedUnder) > 0 {
 		errs = append(errs, fmt.Errorf("the firecracker network block changed while firecracker scalers %v run on it; restart the orchestrator to apply", p.NetworkChangedUnder))
@@ -96,6 +104,11 @@ func Plan(from, to *File) ReloadPlan {
 		}
 	}
 	plan.GlobalChanged = from.GlobalMaxAgents != to.GlobalMaxAgents || from.Defaults != to.Defaults
+	for _, s := range to.Scalers {
+		if o, ok := old[s.Name]; ok && o.Type == TypeFirecracker && s.Type == TypeFirecracker && o.Firecracker != s.Firecracker {
+			plan.FirecrackerChanged = append(plan.FirecrackerChanged, s.Name)
+		}
+	}
 	if from.Firecracker != to.Firecracker {
 		for _, s := range to.Scalers {
 			if o, ok := old[s.Name]; ok && o.Type == TypeFirecracker && s.Type == TypeFirecracker {

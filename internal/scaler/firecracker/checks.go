@@ -178,13 +178,27 @@ func parentDir(p string) string {
 	return "/"
 }
 
+// cgroupV2 reports whether /sys/fs/cgroup is a cgroup v2 hierarchy.
+func cgroupV2() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
+}
+
+// cgroupVersion is the --cgroup-version the jailer gets: 2 on a unified
+// hierarchy, else 1 (the jailer refuses 2 without a cgroup2 mount).
+func cgroupVersion() string {
+	if cgroupV2() {
+		return "2"
+	}
+	return "1"
+}
+
 // cgroupCheck warns when the host has no cgroup v2 hierarchy at
-// /sys/fs/cgroup: the jailer is started with --cgroup-version 2, which
-// needs it to apply limits.
+// /sys/fs/cgroup: the jailer then runs with --cgroup-version 1.
 func cgroupCheck() check {
 	c := check{Name: "cgroup v2", Warn: true, Fix: "boot with systemd.unified_cgroup_hierarchy=1 so that /sys/fs/cgroup is cgroup v2"}
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err != nil {
-		c.Detail = "/sys/fs/cgroup is not a cgroup v2 hierarchy: VMs run without cgroup limits"
+	if !cgroupV2() {
+		c.Detail = "/sys/fs/cgroup is not a cgroup v2 hierarchy: the jailer runs with --cgroup-version 1"
 		return c
 	}
 	c.OK, c.Warn, c.Detail = true, false, "/sys/fs/cgroup is cgroup v2"

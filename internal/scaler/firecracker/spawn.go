@@ -20,7 +20,9 @@ import (
 	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/scaler/firecracker/fcapi"
 	"github.com/kici-dev/kici/internal/scaler/firecracker/hostnet"
+	overlaypkg "github.com/kici-dev/kici/internal/scaler/firecracker/overlay"
 	"github.com/kici-dev/kici/internal/scaler/firecracker/vmproc"
+	"github.com/kici-dev/kici/internal/store"
 )
 
 // Names inside a VM's directory and its jail root.
@@ -171,6 +173,11 @@ func (b *Backend) spawn(ctx context.Context, v *vm, req scaler.SpawnRequest) err
 func (b *Backend) provision(ctx context.Context, v *vm, req scaler.SpawnRequest) error {
 	b.emit(v, scaler.EventProvisioning, "preparing rootfs and kernel")
 	addr, err := b.host.addrs.Allocate(ctx, v.id, b.cfg.Name, v.tap)
+	if errors.Is(err, store.ErrPoolExhausted) {
+		// Retrying at once would fail the same way: the scaler waits, and
+		// the job says why.
+		return scaler.Refused("lease an address for VM %s: %v (widen firecracker.cidr, or lower maxAgents)", v.id, err)
+	}
 	if err != nil {
 		return fmt.Errorf("lease an address for VM %s: %w", v.id, err)
 	}
@@ -219,6 +226,10 @@ func (b *Backend) makeJail(ctx context.Context, v *vm, req scaler.SpawnRequest) 
 	size := cmp.Or(ls.Firecracker.OverlayDriveSizeMib, DefaultOverlayMiB)
 	overlay := filepath.Join(v.root, overlayName)
 	if err := tpl.Copy(ctx, size, overlay); err != nil {
+		var missing *overlaypkg.MissingToolError
+		if errors.As(err, &missing) {
+			return scaler.Refused("overlay drive of VM %s: %v (install e2fsprogs and coreutils on the orchestrator's host)", v.id, err)
+		}
 		return fmt.Errorf("overlay drive of VM %s: %w", v.id, err)
 	}
 	vmmLog := filepath.Join(v.root, vmmLogName)
@@ -278,7 +289,7 @@ func (b *Backend) startJailer(ctx context.Context, v *vm) error {
 		"--exec-file", b.cfg.FirecrackerPath,
 		"--uid", strconv.Itoa(b.cfg.UID), "--gid", strconv.Itoa(b.cfg.GID),
 		"--chroot-base-dir", b.cfg.ChrootBaseDir,
-		"--cgroup-version", "2",
+		"--cgroup-version", cgroupVersion(),
 		"--new-pid-ns",
 		"--",
 		"--api-sock", apiSocket,
@@ -298,7 +309,9 @@ func (b *Backend) startJailer(ctx context.Context, v *vm) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("jailer failed (%v)%s", err, b.serialTail(v))
+			// The jailer refused this host or configuration (a binary it
+			// cannot run, a jail it cannot make): the next spawn would too.
+			return scaler.Refused("jailer %s failed (%v)%s", b.cfg.JailerPath, err, b.serialTail(v))
 		}
 	case <-ctx.Done():
 		_ = cmd.Process.Kill()
