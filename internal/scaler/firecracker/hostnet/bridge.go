@@ -50,6 +50,16 @@ func (h *Host) EnsureBridge(ctx context.Context) error {
 	if err := h.ensureGateway(br); err != nil {
 		return err
 	}
+	// A bridge without a MAC of its own takes the lowest of its ports',
+	// so it changes as TAPs come and go, and every guest's ARP entry for
+	// the gateway goes stale: frames to the old MAC are lost until the
+	// guest probes again, seconds later (long enough to break an agent's
+	// connection). A MAC set once stays.
+	if mac := BridgeMAC(h.cfg.Gateway); br.Attrs().HardwareAddr.String() != mac.String() {
+		if err := netlink.LinkSetHardwareAddr(br, mac); err != nil {
+			return fmt.Errorf("set the MAC of bridge %q: %w", name, err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ensure bridge %q: %w", name, err)
 	}
@@ -59,6 +69,14 @@ func (h *Host) EnsureBridge(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// BridgeMAC is the bridge's fixed MAC: 06:00:AC and the gateway's last
+// three octets (locally administered, unicast), the scheme guests' MACs
+// follow for their addresses; the gateway is never a guest's.
+func BridgeMAC(gateway netip.Addr) net.HardwareAddr {
+	b := gateway.As4()
+	return net.HardwareAddr{0x06, 0x00, 0xAC, b[1], b[2], b[3]}
 }
 
 // bridge returns the configured bridge, nil if no link has its name, or

@@ -238,3 +238,33 @@ func addVeth(t *testing.T, name string, master int) {
 	}
 	deleteLinkAtEnd(t, name)
 }
+
+// TestBridgeMACStaysAsTapsComeAndGo: the bridge's MAC is its own, not
+// its lowest port's, so guests' ARP entries for the gateway stay right
+// while other VMs' TAPs are added and removed.
+func TestBridgeMACStaysAsTapsComeAndGo(t *testing.T) {
+	testsvc.NetNS(t)
+	t.Parallel()
+	h, n := readyHost(t)
+	want := BridgeMAC(h.cfg.Gateway).String()
+	mac := func() string { return mustLink(t, h.cfg.Bridge).Attrs().HardwareAddr.String() }
+	if got := mac(); got != want {
+		t.Fatalf("bridge MAC after EnsureBridge: got %s, want %s", got, want)
+	}
+	for i := 1; i <= 3; i++ {
+		if err := h.CreateTap(t.Context(), tapName(n, i), 10000, 10000); err != nil {
+			t.Fatal(err)
+		}
+		if got := mac(); got != want {
+			t.Fatalf("bridge MAC with %d TAPs: got %s, want %s", i, got, want)
+		}
+	}
+	for i := 1; i <= 3; i++ {
+		if err := h.DeleteTap(t.Context(), tapName(n, i)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mac(); got != want {
+			t.Fatalf("bridge MAC after deleting TAP %d: got %s, want %s", i, got, want)
+		}
+	}
+}
