@@ -175,7 +175,7 @@ func (f *fakeAPI) scalerStopOrphans(w http.ResponseWriter, r *http.Request) {
 		case fakeOrphans[i].Status == scaler.ComputeTracked:
 			o.Outcome, o.Error = scaler.OutcomeTracked, "tracked by "+strings.Join(fakeOrphans[i].TrackedBy, ", ")+": it may be working"
 		case fakeOrphans[i].Status == scaler.ComputeUnverified:
-			o.Outcome, o.Error = scaler.OutcomeUnverified, `scaler "microvms": VM process 9911: its command line is not the jailer's of this VM`
+			o.Outcome, o.Error = scaler.OutcomeUnverified, `scaler "microvms": the firecracker backend cannot confirm this compute is its own; it is never stopped`
 		}
 		outcomes = append(outcomes, o)
 	}
