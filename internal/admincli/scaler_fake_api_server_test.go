@@ -67,6 +67,17 @@ var fakeScalers = []scaler.ScalerStatus{
 		LastError:  `spawn refused by the host: image "kici-agent:dev" is not present and its pull policy is Never`,
 	},
 	{
+		Name: "microvms", Type: "firecracker", MaxAgents: 4, Active: 0,
+		LabelSets:  [][]string{{"fc", "linux"}},
+		DeferredTo: timeP(fakeNow.Add(time.Minute)),
+		LastError:  `spawn refused by the host: kernel: /srv/fc/vmlinux: no such file or directory (put the guest kernel (an uncompressed vmlinux on x86_64) there, or fix kernelPath)`,
+		Checks: []scaler.HostCheck{
+			{Name: "kvm", Status: "pass", Detail: "/dev/kvm opens read-write"},
+			{Name: "kernel", Status: "fail", Detail: "/srv/fc/vmlinux: no such file or directory", Fix: "put the guest kernel (an uncompressed vmlinux on x86_64) there, or fix kernelPath"},
+			{Name: "cgroup v2", Status: "warn", Detail: "/sys/fs/cgroup is not a cgroup v2 hierarchy: the jailer runs with --cgroup-version 1", Fix: "boot with systemd.unified_cgroup_hierarchy=1 so that /sys/fs/cgroup is cgroup v2"},
+		},
+	},
+	{
 		Name: "old-hosts", Type: "bare-metal", MaxAgents: 2, Active: 1,
 		LabelSets: [][]string{{"linux", "old"}},
 		Retiring:  true,

@@ -85,6 +85,22 @@ func printScalers(w io.Writer, now time.Time, scalers []scaler.ScalerStatus) err
 	}
 	first := true
 	for _, s := range scalers {
+		for _, c := range s.Checks {
+			if c.Status == "pass" {
+				continue
+			}
+			if first {
+				fmt.Fprintln(w, "\nhost checks:")
+				first = false
+			}
+			fmt.Fprintf(w, "  %s: %s %s: %s\n", s.Name, strings.ToUpper(c.Status), c.Name, c.Detail)
+			if c.Fix != "" {
+				fmt.Fprintf(w, "    fix: %s\n", c.Fix)
+			}
+		}
+	}
+	first = true
+	for _, s := range scalers {
 		if s.LastError == "" {
 			continue
 		}
