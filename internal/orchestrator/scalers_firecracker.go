@@ -34,7 +34,6 @@ func (sc *scalers) firecrackerHost(ctx context.Context, file *config.File) (*fir
 	}
 	_ = h.Prepare(ctx) // logged by Prepare; spawns report it
 	sc.fcHost = h
-	go h.RunSweeps(sc.bg, 0)
 	return h, nil
 }
 

@@ -37,6 +37,7 @@ const (
 	DefaultDeferBase           = 30 * time.Second
 	DefaultDeferMax            = 15 * time.Minute
 	DefaultGlobalMaxAgents     = 50
+	DefaultSweepInterval       = 15 * time.Minute
 )
 
 // ScalerConfig is one scaler as the manager runs it.
@@ -85,6 +86,9 @@ type Config struct {
 	// WarmTick is how often warm pools are topped up and trimmed; 0
 	// means 30 s.
 	WarmTick time.Duration
+	// SweepInterval is how often Run sweeps the backends' leftovers; 0
+	// means 15 min.
+	SweepInterval time.Duration
 	// TokenKey signs the single-use tokens of spawned agents; keep it
 	// across restarts so adopted agents can reconnect. Nil means a random
 	// key (no adoption).
@@ -235,6 +239,9 @@ func (c *Config) defaults() {
 	}
 	if c.WarmTick <= 0 {
 		c.WarmTick = 30 * time.Second
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
 	}
 	if c.Now == nil {
 		c.Now = time.Now

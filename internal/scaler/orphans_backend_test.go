@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 )
 
 // listingBackend lists fixed compute.
@@ -32,5 +33,42 @@ func TestOrphansSayWhenTheBackendTracksCompute(t *testing.T) {
 	if len(got) != 2 || got[0].Status != ComputeTracked || !slices.Equal(got[0].TrackedBy, []string{TrackedByBackend}) ||
 		got[1].Status != ComputeOrphaned || len(got[1].TrackedBy) != 0 {
 		t.Errorf("got %+v, want the first tracked by the backend and the second orphaned", got)
+	}
+}
+
+// reapingBackend records the sweeps it is asked for.
+type reapingBackend struct {
+	recordingBackend
+	keeps chan []string
+}
+
+func (b *reapingBackend) ReapLeftovers(ctx context.Context, keep []string) ([]string, error) {
+	b.keeps <- slices.Clone(keep)
+	return nil, nil
+}
+
+func TestRunSweepsLeftoversSparingTrackedAgents(t *testing.T) {
+	t.Parallel()
+	b := &reapingBackend{recordingBackend: recordingBackend{typ: "container"}, keeps: make(chan []string, 10)}
+	m, sink, _ := newManager(t, []ScalerConfig{{Name: "c", Type: "container", MaxAgents: 2, LabelSets: []LabelSet{{Labels: []string{"linux"}}}}},
+		map[string]Backend{"c": b})
+	res := m.RequestScale(t.Context(), ScaleRequest{JobID: "j", RunID: "r", Labels: []string{"linux"}})
+	if res.Action != ActionSpawning {
+		t.Fatalf("got %s, want spawning", res.Action)
+	}
+	_ = sink
+	m.mu.Lock()
+	m.cfg.SweepInterval = 10 * time.Millisecond
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = m.Run(ctx) }()
+	select {
+	case keep := <-b.keeps:
+		if !slices.Equal(keep, []string{res.AgentID}) {
+			t.Fatalf("sweep spared %v, want the spawning agent %s", keep, res.AgentID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run never swept")
 	}
 }

@@ -13,18 +13,63 @@ import (
 // spawns unbound agents for each label set below its size, within the
 // caps. A warm agent is an ordinary registered agent: the dispatcher hands
 // it any job its labels cover, after which it is no longer warm.
+//
+// Every SweepInterval it also sweeps each backend that can reap leftovers
+// (Reaper), sparing what the manager tracks; the sweep runs in this loop,
+// so it never overlaps itself.
 func (m *Manager) Run(ctx context.Context) error {
 	m.mu.Lock()
-	tick := m.cfg.WarmTick
+	tick, every := m.cfg.WarmTick, m.cfg.SweepInterval
 	m.mu.Unlock()
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	sweep := time.NewTicker(every)
+	defer sweep.Stop()
 	for {
 		m.tendWarmPools(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-sweep.C:
+			m.SweepLeftovers(ctx)
+		}
+	}
+}
+
+// SweepLeftovers asks every backend that can reap leftovers to remove the
+// compute of this instance that nothing tracks, sparing the manager's own
+// spawns and agents, and logs what went.
+func (m *Manager) SweepLeftovers(ctx context.Context) {
+	type job struct {
+		name string
+		r    Reaper
+		keep []string
+	}
+	m.mu.Lock()
+	var jobs []job
+	for _, name := range m.order {
+		st := m.scalers[name]
+		r, ok := st.backend.(Reaper)
+		if !ok {
+			continue
+		}
+		j := job{name: name, r: r}
+		for id, sp := range m.agents {
+			if sp.scaler == name {
+				j.keep = append(j.keep, id)
+			}
+		}
+		jobs = append(jobs, j)
+	}
+	m.mu.Unlock()
+	for _, j := range jobs {
+		reaped, err := j.r.ReapLeftovers(ctx, j.keep)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			m.log.Warn("periodic leftover sweep", "scaler", j.name, "error", err)
+		case len(reaped) > 0:
+			m.log.Info("leftover compute reaped", "scaler", j.name, "agents", reaped)
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -170,10 +169,6 @@ func New(log *slog.Logger, cfg Config) (*Backend, error) {
 		host: cfg.Host,
 		vms:  map[string]*vm{},
 	}
-	h := cfg.Host
-	h.mu.Lock()
-	h.backends = append(h.backends, b)
-	h.mu.Unlock()
 	return b, nil
 }
 
@@ -229,10 +224,6 @@ func (b *Backend) Close(ctx context.Context) error {
 	wg.Wait()
 	b.spawns.Wait()
 	b.wg.Wait()
-	h := b.host
-	h.mu.Lock()
-	h.backends = slices.DeleteFunc(h.backends, func(o *Backend) bool { return o == b })
-	h.mu.Unlock()
 	return errors.Join(errs...)
 }
 

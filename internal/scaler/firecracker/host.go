@@ -47,9 +47,6 @@ type Host struct {
 	// with its scaler's name; every sweep spares them.
 	tracked   map[string]string
 	templates map[string]*overlay.Templates // by chroot base dir
-	// backends are the backends built on h and not closed, for the
-	// periodic sweep.
-	backends []*Backend
 	// hostPorts are the host's TCP ports open to guests.
 	hostPorts []uint16
 	// prepared is the outcome of the last Prepare (nil before the first).

@@ -13,9 +13,6 @@ import (
 	"github.com/kici-dev/kici/internal/scaler/firecracker/vmproc"
 )
 
-// SweepInterval is how often RunSweeps sweeps.
-const SweepInterval = 15 * time.Minute
-
 // ReapLeftovers removes what VMs this process does not track left on the
 // host: VM dirs of this scaler (or of none) whose VMM is gone or
 // confirmed (it is killed), leases of this scaler, TAPs of the pattern on
@@ -137,32 +134,6 @@ func tappedByTracked(h *Host, tap string) bool {
 		}
 	}
 	return false
-}
-
-// RunSweeps sweeps for every backend of h (ReapLeftovers) every interval
-// (SweepInterval when 0) until ctx ends. A sweep still running when the
-// next is due is not doubled: the ticker drops the missed tick.
-func (h *Host) RunSweeps(ctx context.Context, interval time.Duration) {
-	if interval <= 0 {
-		interval = SweepInterval
-	}
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		h.mu.Lock()
-		backends := slices.Clone(h.backends)
-		h.mu.Unlock()
-		for _, b := range backends {
-			if _, err := b.ReapLeftovers(ctx, nil); err != nil && ctx.Err() == nil {
-				b.log.Warn("periodic VM sweep", "error", err)
-			}
-		}
-	}
 }
 
 // StopOrphan stops one untracked VM an operator named, and removes what
