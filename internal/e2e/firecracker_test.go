@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -379,6 +380,21 @@ jobs:
 	o.waitRun(t, id, 30*time.Second, "the job to run in its VM", func(r apiv1.Run) bool {
 		return len(r.Jobs) == 1 && r.Jobs[0].Status == "running"
 	})
+	// While it runs, the VM is listed as live compute, tracked by the
+	// backend, its registration and its job.
+	var ol struct {
+		Compute []struct {
+			ID        string   `json:"id"`
+			Backend   string   `json:"backend"`
+			Status    string   `json:"status"`
+			TrackedBy []string `json:"tracked_by"`
+		} `json:"compute"`
+	}
+	o.api(t, "GET", "/api/v1/scalers/orphans", nil, &ol, http.StatusOK)
+	if len(ol.Compute) != 1 || ol.Compute[0].Backend != "firecracker" || ol.Compute[0].Status != "tracked" ||
+		!slices.Equal(ol.Compute[0].TrackedBy, []string{"backend", "registered", "bound-job"}) {
+		t.Errorf("orphans while the job runs: %+v, want the VM tracked by backend, registered and bound-job", ol.Compute)
+	}
 	o.kill()
 	if got := w.leftovers(t); len(got) < 2 {
 		t.Fatalf("with the orchestrator gone the VM should still run: host has %q", got)
