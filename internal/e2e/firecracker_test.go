@@ -443,3 +443,39 @@ func TestFirecrackerHundredJobsThroughFourVMs(t *testing.T) {
 		t.Errorf("address leases left: %+v", l)
 	}
 }
+
+// TestFirecrackerWarmPool: a warm pool keeps a booted microVM idle, and a
+// job then runs on it at once, without waiting for a spawn.
+func TestFirecrackerWarmPool(t *testing.T) {
+	t.Parallel()
+	w := newFCWorld(t)
+	cfg := w.scalers(t, w.kernel, 2, "    warmPool: {enabled: true, size: 1}\n")
+	// A warm pool needs the label set's resources (its agents' shape).
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "        overlayDriveSizeMib: 16\n", "        overlayDriveSizeMib: 16\n        resources: {cpus: 1, memory: 512m}\n", 1)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := w.start(t, cfg)
+	var warm string
+	waitFor(t, 30*time.Second, "a warm microVM's agent to register", func() bool {
+		var list apiv1.AgentList
+		o.api(t, "GET", "/api/v1/agents", nil, &list, http.StatusOK)
+		for _, a := range list.Agents {
+			if strings.HasPrefix(a.ID, "scaler-firecracker-") && len(a.BusyJobs) == 0 {
+				warm = a.ID
+				return true
+			}
+		}
+		return false
+	})
+	o.addRepo(t, map[string]string{"ci.yml": fcWorkflow})
+	id := o.push(t)
+	r := o.waitRun(t, id, 60*time.Second, "run to end", ended)
+	if j := job(t, r, "vm"); r.Status != "success" || j.AgentID != warm {
+		t.Fatalf("run %s on agent %q: want success on the warm agent %s", r.Status, j.AgentID, warm)
+	}
+}
