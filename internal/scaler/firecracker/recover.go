@@ -53,7 +53,7 @@ func (b *Backend) Recover(ctx context.Context, handles []scaler.Handle) ([]scale
 		b.vms[v.id] = v
 		b.mu.Unlock()
 		b.host.track(v.id, b.cfg.Name)
-		if !b.watch(v) {
+		if b.watch(v) != nil {
 			b.mu.Lock()
 			delete(b.vms, v.id)
 			b.mu.Unlock()

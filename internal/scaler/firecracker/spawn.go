@@ -161,8 +161,8 @@ func (b *Backend) spawn(ctx context.Context, v *vm, req scaler.SpawnRequest) err
 		return fmt.Errorf("start microVM: %w", err)
 	}
 	b.emit(v, scaler.EventReady, fmt.Sprintf("microVM booted (pid %d, %s on %s)", v.pid, addr, v.tap))
-	if !b.watch(v) {
-		return errDestroyed
+	if err := b.watch(v); err != nil {
+		return err
 	}
 	b.emit(v, scaler.EventConnecting, "waiting for agent "+v.id+" to register")
 	return nil
