@@ -36,6 +36,10 @@ type scalers struct {
 	// background loops.
 	bg     context.Context
 	stopBG context.CancelFunc
+	// reaps counts the leftover reaps in the background (reapLater), which
+	// shutdown waits for: one cut off by the database's close would leave
+	// a lease behind.
+	reaps sync.WaitGroup
 }
 
 // defaultAgentURL is the URL scaler agents dial when their scaler sets no
@@ -172,14 +176,25 @@ func (sc *scalers) reapLater(ctx context.Context, name string, b scaler.Backend,
 		return
 	}
 	log := sc.s.log.With("scaler", name)
-	go func() {
+	sc.reaps.Go(func() {
 		reaped, err := r.ReapLeftovers(context.WithoutCancel(ctx), keep)
 		if err != nil {
 			log.Warn("reap leftover compute failed", "error", err)
 		} else if len(reaped) > 0 {
 			log.Info("leftover compute reaped", "agents", reaped)
 		}
-	}()
+	})
+}
+
+// waitReaps waits for the background reaps, or until ctx ends.
+func (sc *scalers) waitReaps(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { sc.reaps.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		sc.s.log.Warn("shutting down with leftover reaps still running; the next start sweeps again")
+	}
 }
 
 // Reload re-reads the configuration and applies it all or nothing.

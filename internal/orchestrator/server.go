@@ -299,6 +299,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer func() {
 			closeCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer stop()
+			s.scalers.waitReaps(closeCtx)
 			if err := s.scalers.manager.Close(closeCtx); err != nil {
 				s.log.Warn("scaler shutdown", "error", err)
 			}
