@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -218,4 +219,17 @@ type HostCheck struct {
 // the scaler's label sets.
 type HostChecker interface {
 	HostChecks(sets []LabelSet) []HostCheck
+}
+
+// DestroyAll destroys the agents ids through b, all at once (each may take
+// its stop grace), and joins the errors: what a backend's Close does with
+// the agents it still tracks.
+func DestroyAll(ctx context.Context, b Backend, ids []string) error {
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Go(func() { errs[i] = b.Destroy(ctx, id) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

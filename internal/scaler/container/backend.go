@@ -141,15 +141,10 @@ func (b *Backend) Close(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	b.mu.Unlock()
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Go(func() { errs[i] = b.Destroy(ctx, id) })
-	}
-	wg.Wait()
+	err := scaler.DestroyAll(ctx, b, ids)
 	b.spawns.Wait() // each notices its agent was destroyed and unwinds
 	b.wg.Wait()
-	return errors.Join(append(errs, b.cli.Close())...)
+	return errors.Join(err, b.cli.Close())
 }
 
 // emit sends an event to the spawn's OnEvent, if it has one.

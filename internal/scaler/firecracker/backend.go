@@ -216,15 +216,10 @@ func (b *Backend) Close(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	b.mu.Unlock()
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	for i, id := range ids {
-		wg.Go(func() { errs[i] = b.Destroy(ctx, id) })
-	}
-	wg.Wait()
+	err := scaler.DestroyAll(ctx, b, ids)
 	b.spawns.Wait()
 	b.wg.Wait()
-	return errors.Join(errs...)
+	return err
 }
 
 // emit sends an event to the spawn's OnEvent, if it has one.
