@@ -74,6 +74,13 @@ func makeBridge(t *testing.T) *netlink.Bridge {
 	if err := netlink.LinkAdd(br); err != nil {
 		t.Fatalf("add bridge %s: %v", bridgeName, err)
 	}
+	// A MAC of its own: a bridge without one takes its lowest port's, which
+	// changes as the parallel subtests add and remove TAPs, and a guest's
+	// frames to the gateway's old MAC are lost (as hostnet.EnsureBridge
+	// explains).
+	if err := netlink.LinkSetHardwareAddr(br, net.HardwareAddr{0x06, 0x00, 0xAC, 0xFE, 0x00, 0x01}); err != nil {
+		t.Fatalf("set the MAC of bridge %s: %v", bridgeName, err)
+	}
 	t.Cleanup(func() {
 		if err := netlink.LinkDel(br); err != nil {
 			t.Errorf("delete bridge %s: %v", bridgeName, err)
