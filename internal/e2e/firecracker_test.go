@@ -207,6 +207,17 @@ func leases(t *testing.T, o *orchestrator, pool string) []store.VMAddress {
 	return append(all, rows...)
 }
 
+// stopWithoutLeases stops the orchestrator and checks that its store holds
+// no address lease of the test's bridge any more.
+func (w *fcWorld) stopWithoutLeases(t *testing.T, o *orchestrator) {
+	t.Helper()
+	inst := instance(t, o)
+	o.stop()
+	if l := leases(t, o, inst+"/"+w.bridge); len(l) != 0 {
+		t.Errorf("address leases left: %+v", l)
+	}
+}
+
 // instance is the orchestrator's instance id (the first part of its pool
 // name).
 func instance(t *testing.T, o *orchestrator) string {
@@ -248,11 +259,7 @@ func TestFirecrackerJobRunsInMicroVM(t *testing.T) {
 		}
 	}
 	waitFor(t, 20*time.Second, "the VM's host resources to be gone", func() bool { return len(w.leftovers(t)) == 0 })
-	inst := instance(t, o)
-	o.stop()
-	if l := leases(t, o, inst+"/"+w.bridge); len(l) != 0 {
-		t.Errorf("address leases left: %+v", l)
-	}
+	w.stopWithoutLeases(t, o)
 }
 
 // TestFirecrackerReapsPlantedLeftoversAtStart: what a crashed
@@ -437,11 +444,7 @@ func TestFirecrackerHundredJobsThroughFourVMs(t *testing.T) {
 	}
 	t.Logf("%d jobs through 4 VMs in %s (%.1f jobs/s)", jobs, took.Round(time.Millisecond), float64(jobs)/took.Seconds())
 	waitFor(t, 30*time.Second, "every VM's host resources to be gone", func() bool { return len(w.leftovers(t)) == 0 })
-	inst := instance(t, o)
-	o.stop()
-	if l := leases(t, o, inst+"/"+w.bridge); len(l) != 0 {
-		t.Errorf("address leases left: %+v", l)
-	}
+	w.stopWithoutLeases(t, o)
 }
 
 // TestFirecrackerWarmPool: a warm pool keeps a booted microVM idle, and a
