@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/kici-dev/kici/internal/fcguest"
 )
 
 // EnvMMDSURL names the Firecracker metadata service (MMDS) a guest's
@@ -40,6 +42,9 @@ const (
 	mmdsWait       = 30 * time.Second
 	mmdsRetryEvery = 100 * time.Millisecond
 	mmdsTokenTTL   = "60"
+	// templatePoll is how often a template VM's agent looks for its
+	// identity: after a restore it is the first thing the guest does.
+	templatePoll = 10 * time.Millisecond
 )
 
 var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -52,7 +57,16 @@ var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // hiding re-exec included) sees an ordinary configuration. The guest's
 // network may come up after the agent starts, so the fetch is retried for
 // up to 30 s. Without the variable it does nothing.
-func ApplyMMDS(ctx context.Context) error {
+//
+// In a warm-start template VM (meta-data with only kici-warm-template) it
+// prints the ready marker on stdout, the serial console, and waits for an
+// identity without a deadline: the host snapshots the VM there, and each
+// restore continues in that wait. A restore's meta-data also says which
+// address the guest has now (kici-network); the interface is moved to it
+// before anything dials.
+func ApplyMMDS(ctx context.Context) error { return applyMMDS(ctx, os.Stdout) }
+
+func applyMMDS(ctx context.Context, serial io.Writer) error {
 	base := os.Getenv(EnvMMDSURL)
 	if base == "" {
 		return nil
@@ -61,27 +75,32 @@ func ApplyMMDS(ctx context.Context) error {
 	if err != nil || (u.Scheme != "http") || u.Host == "" {
 		return fmt.Errorf("%s=%q: want http://<address>, such as http://169.254.169.254", EnvMMDSURL, base)
 	}
-	ctx, cancel := context.WithTimeout(ctx, mmdsWait)
-	defer cancel()
-	var md map[string]any
-	for {
-		md, err = fetchMMDS(ctx, strings.TrimSuffix(base, "/"))
-		if err == nil {
-			break
-		}
-		var perm *mmdsError
-		if errors.As(err, &perm) {
+	base = strings.TrimSuffix(base, "/")
+	wctx, cancel := context.WithTimeout(ctx, mmdsWait)
+	md, err := pollMMDS(wctx, base, mmdsRetryEvery, func(map[string]any) bool { return true })
+	cancel()
+	if err != nil {
+		return err
+	}
+	if isTemplate(md) {
+		fmt.Fprintln(serial, fcguest.ReadyMarker)
+		md, err = pollMMDS(ctx, base, templatePoll, func(md map[string]any) bool { return md["kici-orchestrator-url"] != nil })
+		if err != nil {
 			return err
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("read the configuration from MMDS at %s: %w", base, err)
-		case <-time.After(mmdsRetryEvery):
 		}
 	}
 	vars, err := mmdsVars(md)
 	if err != nil {
 		return fmt.Errorf("MMDS at %s: %w", base, err)
+	}
+	if raw, ok := md[fcguest.NetworkKey]; ok {
+		n, err := guestNetwork(raw)
+		if err != nil {
+			return fmt.Errorf("MMDS at %s: %w", base, err)
+		}
+		if err := fcguest.Configure(n); err != nil {
+			return fmt.Errorf("move %s to %s as MMDS says: %w", n.Interface, n.Address, err)
+		}
 	}
 	for k, v := range vars {
 		if err := os.Setenv(k, v); err != nil {
@@ -89,6 +108,52 @@ func ApplyMMDS(ctx context.Context) error {
 		}
 	}
 	return os.Unsetenv(EnvMMDSURL)
+}
+
+// isTemplate reports whether md is a warm-start template's: the marker
+// key and no identity.
+func isTemplate(md map[string]any) bool {
+	return md[fcguest.TemplateKey] == "1" && md["kici-orchestrator-url"] == nil
+}
+
+// pollMMDS fetches the meta-data every `every` until done accepts it. An
+// answer retrying cannot change ends it at once; any other failure (no
+// network yet, no data yet) is retried until ctx ends.
+func pollMMDS(ctx context.Context, base string, every time.Duration, done func(map[string]any) bool) (map[string]any, error) {
+	for {
+		md, err := fetchMMDS(ctx, base)
+		if err == nil && done(md) {
+			return md, nil
+		}
+		var perm *mmdsError
+		if errors.As(err, &perm) {
+			return nil, err
+		}
+		if err == nil {
+			err = errors.New("no identity yet")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("read the configuration from MMDS at %s: %w", base, err)
+		case <-time.After(every):
+		}
+	}
+}
+
+// guestNetwork reads and checks the kici-network value.
+func guestNetwork(raw any) (fcguest.Network, error) {
+	var n fcguest.Network
+	b, err := json.Marshal(raw)
+	if err == nil {
+		err = json.Unmarshal(b, &n)
+	}
+	if err != nil {
+		return n, &mmdsError{fmt.Sprintf("meta-data key %q is not an object of strings: %v", fcguest.NetworkKey, err)}
+	}
+	if err := n.Validate(); err != nil {
+		return n, &mmdsError{fmt.Sprintf("meta-data %s: %v", fcguest.NetworkKey, err)}
+	}
+	return n, nil
 }
 
 // mmdsError is an answer of the metadata service that retrying will not

@@ -2,16 +2,21 @@ package agent
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/kici-dev/kici/internal/fcguest"
 )
 
 // mmdsServer is a test stand-in for Firecracker's metadata service: the
-// v2 flow (a PUT for a session token, then GETs that must carry it).
+// v2 flow (a PUT for a session token, then GETs that must carry it). doc
+// may be a func() any, called for each GET.
 func mmdsServer(t *testing.T, doc any, notReady int32) *httptest.Server {
 	t.Helper()
 	var misses atomic.Int32
@@ -30,6 +35,10 @@ func mmdsServer(t *testing.T, doc any, notReady int32) *httptest.Server {
 			}
 			if misses.Add(1) <= notReady {
 				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			if f, ok := doc.(func() any); ok {
+				_ = json.NewEncoder(w).Encode(f())
 				return
 			}
 			_ = json.NewEncoder(w).Encode(doc)
@@ -94,4 +103,74 @@ func TestApplyMMDSRefusesBadDocuments(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// markerWriter closes ready when a line with the ready marker is written.
+type markerWriter struct {
+	ready chan struct{}
+	lines atomic.Int32
+}
+
+func (m *markerWriter) Write(p []byte) (int, error) {
+	if strings.TrimSpace(string(p)) == fcguest.ReadyMarker && m.lines.Add(1) == 1 {
+		close(m.ready)
+	}
+	return len(p), nil
+}
+
+// TestApplyMMDSWaitsAsATemplate: a template VM's agent prints the marker
+// once and waits until the host hands it an identity, then configures
+// itself from it.
+func TestApplyMMDSWaitsAsATemplate(t *testing.T) {
+	var identity atomic.Bool
+	srv := mmdsServer(t, func() any {
+		if !identity.Load() {
+			return map[string]any{fcguest.TemplateKey: "1"}
+		}
+		return map[string]any{"kici-orchestrator-url": "ws://10.0.0.1:4000/ws", "kici-agent-id": "scaler-firecracker-00000001", "kici-scaler-managed": "1"}
+	}, 1)
+	t.Setenv(EnvMMDSURL, srv.URL)
+	t.Setenv("KICI_ORCHESTRATOR_URL", "")
+	t.Setenv("KICI_AGENT_ID", "")
+	w := &markerWriter{ready: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- applyMMDS(t.Context(), w) }()
+	select {
+	case <-w.ready:
+	case err := <-done:
+		t.Fatalf("returned %v before it printed the ready marker", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("returned %v without an identity", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	identity.Store(true)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if w.lines.Load() != 1 {
+		t.Errorf("marker printed %d times, want once", w.lines.Load())
+	}
+	if got := os.Getenv("KICI_AGENT_ID"); got != "scaler-firecracker-00000001" {
+		t.Errorf("KICI_AGENT_ID %q after the identity came", got)
+	}
+}
+
+// TestApplyMMDSRefusesABadNetwork: a kici-network value that is not a
+// usable interface configuration fails before anything is configured.
+func TestApplyMMDSRefusesABadNetwork(t *testing.T) {
+	for name, n := range map[string]any{
+		"not an object": "10.0.0.7/24",
+		"bad gateway":   map[string]any{"interface": "eth0", "address": "10.0.0.7/24", "gateway": "192.168.0.1", "mac": "06:00:AC:00:00:07"},
+		"bad interface": map[string]any{"interface": "../eth0", "address": "10.0.0.7/24", "gateway": "10.0.0.1", "mac": "06:00:AC:00:00:07"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(EnvMMDSURL, mmdsServer(t, map[string]any{"kici-orchestrator-url": "ws://h/ws", fcguest.NetworkKey: n}, 0).URL)
+			err := applyMMDS(t.Context(), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), fcguest.NetworkKey) {
+				t.Fatalf("got %v, want an error naming %s", err, fcguest.NetworkKey)
+			}
+		})
+	}
 }
