@@ -73,6 +73,9 @@ type FirecrackerGuest struct {
 	MemSizeMib int
 	// OverlayDriveSizeMib is the writable overlay drive's size.
 	OverlayDriveSizeMib int
+	// WarmStart serves the label set's spawns by restoring a snapshot of a
+	// VM whose agent started and waits for an identity.
+	WarmStart bool
 }
 
 // Key is the normalised form of a label set: its labels joined by ",".

@@ -51,7 +51,7 @@ func (f *File) managerScaler(s Scaler) scaler.ScalerConfig {
 			Firecracker: scaler.FirecrackerGuest{
 				RootfsPath: ls.Firecracker.RootfsPath, KernelPath: ls.Firecracker.KernelPath,
 				VCPUCount: ls.Firecracker.VCPUCount, MemSizeMib: ls.Firecracker.MemSizeMib,
-				OverlayDriveSizeMib: ls.Firecracker.OverlayDriveSizeMib,
+				OverlayDriveSizeMib: ls.Firecracker.OverlayDriveSizeMib, WarmStart: ls.Firecracker.WarmStart,
 			},
 		})
 	}

@@ -91,6 +91,9 @@ type FirecrackerLabelSet struct {
 	// OverlayDriveSizeMib is the size of the writable overlay drive;
 	// default 2048.
 	OverlayDriveSizeMib int
+	// WarmStart serves spawns from a snapshot of a booted VM whose agent
+	// waits for an identity; default false.
+	WarmStart bool
 }
 
 // firecrackerKeys are the scaler keys only a firecracker scaler may set.
@@ -101,7 +104,7 @@ var firecrackerRequired = []string{"firecrackerPath", "jailerPath", "kernelPath"
 
 // firecrackerLabelSetKeys are the label-set keys only a firecracker
 // scaler's label sets may set.
-var firecrackerLabelSetKeys = []string{"rootfsPath", "kernelPath", "vcpuCount", "memSizeMib", "overlayDriveSizeMib"}
+var firecrackerLabelSetKeys = []string{"rootfsPath", "kernelPath", "vcpuCount", "memSizeMib", "overlayDriveSizeMib", "warmStart"}
 
 // ifnameRE is a Linux interface name the bridge may have: at most 15
 // bytes (IFNAMSIZ less the NUL), no slash, colon or space.
@@ -256,6 +259,8 @@ func (p *parser) firecrackerLabelSetKey(kv pair, path string, fc *FirecrackerLab
 		fc.MemSizeMib, _ = p.integer(kv.value, path, 1, maxMemSizeMib)
 	case "overlayDriveSizeMib":
 		fc.OverlayDriveSizeMib, _ = p.integer(kv.value, path, 1, maxOverlayDriveSizeMib)
+	case "warmStart":
+		fc.WarmStart, _ = p.boolean(kv.value, path)
 	}
 }
 

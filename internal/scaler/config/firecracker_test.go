@@ -52,6 +52,20 @@ func TestFirecrackerDefaults(t *testing.T) {
 	}
 }
 
+func TestFirecrackerWarmStart(t *testing.T) {
+	f, err := Parse("scalers.yaml", []byte("version: 1\nscalers:"+fcScaler+"        warmStart: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Scalers[0].LabelSets[0].Firecracker.WarmStart || !f.ManagerConfig().Scalers[0].LabelSets[0].Firecracker.WarmStart {
+		t.Errorf("warmStart: true not carried to the label set: %+v", f.Scalers[0].LabelSets[0].Firecracker)
+	}
+	_, err = Parse("scalers.yaml", []byte("version: 1\nscalers:"+fcScaler+"        warmStart: yes please\n"))
+	if err == nil || !strings.Contains(err.Error(), "warmStart: expected true or false") {
+		t.Errorf("warmStart: yes please: got %v, want an error naming the key", err)
+	}
+}
+
 func TestFirecrackerNetworkBlock(t *testing.T) {
 	f, err := Parse("scalers.yaml", []byte(`version: 1
 firecracker:

@@ -57,6 +57,9 @@ type Config struct {
 	// StopGrace is how long a guest asked to stop (SendCtrlAltDel) gets
 	// before its VMM is killed; 0 means 5 s.
 	StopGrace time.Duration
+	// TemplateWait bounds the wait for a warm-start template VM's agent to
+	// be ready for its snapshot; 0 means 60 s.
+	TemplateWait time.Duration
 	// MinFreeBytes is the free space the chroot volume must have for a
 	// spawn; 0 means 1 GiB, negative turns the check off (tests).
 	MinFreeBytes int64
@@ -77,8 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("firecracker config: ChrootBaseDir %q is not an absolute path", c.ChrootBaseDir)
 	case c.UID <= 0 || c.GID <= 0:
 		return fmt.Errorf("firecracker config: UID %d and GID %d must be unprivileged (> 0)", c.UID, c.GID)
-	case c.VCPUCount < 0 || c.MemSizeMib < 0 || c.SocketWait < 0 || c.StopGrace < 0:
-		return errors.New("firecracker config: VCPUCount, MemSizeMib, SocketWait and StopGrace may not be negative")
+	case c.VCPUCount < 0 || c.MemSizeMib < 0 || c.SocketWait < 0 || c.StopGrace < 0 || c.TemplateWait < 0:
+		return errors.New("firecracker config: VCPUCount, MemSizeMib, SocketWait, StopGrace and TemplateWait may not be negative")
 	}
 	return nil
 }
@@ -95,6 +98,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StopGrace == 0 {
 		c.StopGrace = DefaultStopGrace
+	}
+	if c.TemplateWait == 0 {
+		c.TemplateWait = DefaultTemplateWait
 	}
 	if c.MinFreeBytes == 0 {
 		c.MinFreeBytes = MinFreeBytes
@@ -124,6 +130,11 @@ type Backend struct {
 	// progress.
 	wg     sync.WaitGroup
 	spawns sync.WaitGroup
+	// warm is the warm-start snapshots' state; bg, cancelled by Close, is
+	// the context of their builds.
+	warm   warmState
+	bg     context.Context
+	bgStop context.CancelFunc
 	// timed, when set (benchmarks), receives how long each teardown spent
 	// stopping the VMM and removing its host resources.
 	timed func(stop, remove time.Duration)
@@ -169,6 +180,7 @@ func New(log *slog.Logger, cfg Config) (*Backend, error) {
 		host: cfg.Host,
 		vms:  map[string]*vm{},
 	}
+	b.bg, b.bgStop = context.WithCancel(context.Background())
 	return b, nil
 }
 
@@ -216,6 +228,7 @@ func (b *Backend) Close(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	b.mu.Unlock()
+	b.bgStop()
 	err := scaler.DestroyAll(ctx, b, ids)
 	b.spawns.Wait()
 	b.wg.Wait()

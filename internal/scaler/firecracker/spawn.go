@@ -1,6 +1,7 @@
 package firecracker
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -134,14 +135,19 @@ func spawnError(parent, spawnCtx context.Context, err error) error {
 func (b *Backend) spawn(ctx context.Context, v *vm, req scaler.SpawnRequest) error {
 	// Host resources are made under the shared side of the reclaim lock:
 	// a sweep never sees a spawn half made.
+	snap := b.warmFor(req)
 	b.host.reclaim.RLock()
-	err := b.provision(ctx, v, req)
+	err := b.provision(ctx, v, req, snap)
 	b.host.reclaim.RUnlock()
 	if err != nil {
 		return err
 	}
 
-	b.emit(v, scaler.EventProvisioning, "booting microVM")
+	if snap != nil {
+		b.emit(v, scaler.EventProvisioning, "restoring microVM from its warm-start snapshot")
+	} else {
+		b.emit(v, scaler.EventProvisioning, "booting microVM")
+	}
 	if err := b.startJailer(ctx, v); err != nil {
 		return err
 	}
@@ -154,13 +160,23 @@ func (b *Backend) spawn(ctx context.Context, v *vm, req scaler.SpawnRequest) err
 	v.api, v.sock = api, sock
 	addr := v.addr
 	b.mu.Unlock()
-	if err := b.configure(ctx, v, api, req, addr); err != nil {
-		return err
+	if snap != nil {
+		if err := b.restore(ctx, v, api, req, snap); err != nil {
+			if ctx.Err() == nil {
+				b.dropSnapshot(req.LabelSet, snap, err)
+			}
+			return err
+		}
+		b.emit(v, scaler.EventReady, fmt.Sprintf("microVM restored from snapshot (pid %d, %s on %s)", v.pid, addr, v.tap))
+	} else {
+		if err := b.configure(ctx, v, api, req, addr, b.guestMeta(v, req)); err != nil {
+			return err
+		}
+		if err := api.Action(ctx, fcapi.InstanceStart); err != nil {
+			return fmt.Errorf("start microVM: %w", err)
+		}
+		b.emit(v, scaler.EventReady, fmt.Sprintf("microVM booted (pid %d, %s on %s)", v.pid, addr, v.tap))
 	}
-	if err := api.Action(ctx, fcapi.InstanceStart); err != nil {
-		return fmt.Errorf("start microVM: %w", err)
-	}
-	b.emit(v, scaler.EventReady, fmt.Sprintf("microVM booted (pid %d, %s on %s)", v.pid, addr, v.tap))
 	if err := b.watch(v); err != nil {
 		return err
 	}
@@ -169,8 +185,8 @@ func (b *Backend) spawn(ctx context.Context, v *vm, req scaler.SpawnRequest) err
 }
 
 // provision makes the host resources of a VM: lease, TAP, rules, the VM
-// dir with the jail's files.
-func (b *Backend) provision(ctx context.Context, v *vm, req scaler.SpawnRequest) error {
+// dir with the jail's files (those of snap for a restore).
+func (b *Backend) provision(ctx context.Context, v *vm, req scaler.SpawnRequest, snap *snapshot) error {
 	b.emit(v, scaler.EventProvisioning, "preparing rootfs and kernel")
 	addr, err := b.host.addrs.Allocate(ctx, v.id, b.cfg.Name, v.tap)
 	if errors.Is(err, store.ErrPoolExhausted) {
@@ -195,15 +211,16 @@ func (b *Backend) provision(ctx context.Context, v *vm, req scaler.SpawnRequest)
 	if err := b.host.net.AllowVM(ctx, hostnet.VMRules{Addr: addr}); err != nil {
 		return err
 	}
-	if err := b.makeJail(ctx, v, req); err != nil {
+	if err := b.makeJail(ctx, v, req, snap); err != nil {
 		return err
 	}
 	return ctx.Err()
 }
 
 // makeJail makes the VM dir: the owner record, the jail root with the
-// kernel, the rootfs, the overlay and the VMM's log file.
-func (b *Backend) makeJail(ctx context.Context, v *vm, req scaler.SpawnRequest) error {
+// kernel, the rootfs, the overlay and the VMM's log file, and for a
+// restore the snapshot's files (its overlay instead of a blank one).
+func (b *Backend) makeJail(ctx context.Context, v *vm, req scaler.SpawnRequest, snap *snapshot) error {
 	ls := req.LabelSet
 	if err := os.MkdirAll(v.root, 0o750); err != nil {
 		return fmt.Errorf("create the jail of VM %s: %w", v.id, err)
@@ -219,18 +236,24 @@ func (b *Backend) makeJail(ctx context.Context, v *vm, req scaler.SpawnRequest) 
 	if err := b.placeReadOnly(ctx, ls.Firecracker.RootfsPath, filepath.Join(v.root, rootfsName)); err != nil {
 		return err
 	}
-	tpl, err := b.host.Templates(b.cfg.ChrootBaseDir)
-	if err != nil {
-		return err
-	}
-	size := cmp.Or(ls.Firecracker.OverlayDriveSizeMib, DefaultOverlayMiB)
 	overlay := filepath.Join(v.root, overlayName)
-	if err := tpl.Copy(ctx, size, overlay); err != nil {
-		var missing *overlaypkg.MissingToolError
-		if errors.As(err, &missing) {
-			return scaler.Refused("overlay drive of VM %s: %v (install e2fsprogs and coreutils on the orchestrator's host)", v.id, err)
+	if snap != nil {
+		if err := b.linkSnapshot(ctx, snap, v.root); err != nil {
+			return fmt.Errorf("VM %s: %w", v.id, err)
 		}
-		return fmt.Errorf("overlay drive of VM %s: %w", v.id, err)
+	} else {
+		tpl, err := b.host.Templates(b.cfg.ChrootBaseDir)
+		if err != nil {
+			return err
+		}
+		size := cmp.Or(ls.Firecracker.OverlayDriveSizeMib, DefaultOverlayMiB)
+		if err := tpl.Copy(ctx, size, overlay); err != nil {
+			var missing *overlaypkg.MissingToolError
+			if errors.As(err, &missing) {
+				return scaler.Refused("overlay drive of VM %s: %v (install e2fsprogs and coreutils on the orchestrator's host)", v.id, err)
+			}
+			return fmt.Errorf("overlay drive of VM %s: %w", v.id, err)
+		}
 	}
 	vmmLog := filepath.Join(v.root, vmmLogName)
 	if err := os.WriteFile(vmmLog, nil, 0o600); err != nil {
@@ -262,17 +285,26 @@ func (b *Backend) placeReadOnly(ctx context.Context, src, dst string) error {
 			return fmt.Errorf("link %s into the jail: %w", src, err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", src, dst).CombinedOutput()
-	if err != nil {
-		_ = os.Remove(dst)
-		return fmt.Errorf("copy %s into the jail: %w: %s", src, err, out)
+	if err := cpSparse(ctx, 5*time.Minute, src, dst); err != nil {
+		return fmt.Errorf("copy %s into the jail: %w", src, err)
 	}
 	if err := os.Chown(dst, b.cfg.UID, b.cfg.GID); err != nil {
 		return err
 	}
 	return os.Chmod(dst, 0o400)
+}
+
+// cpSparse copies src to dst with cp, sharing blocks where the filesystem
+// can and keeping holes, within timeout; a failed copy leaves no dst.
+func cpSparse(ctx context.Context, timeout time.Duration, src, dst string) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "cp", "--reflink=auto", "--sparse=always", "-T", src, dst).CombinedOutput()
+	if err != nil {
+		_ = os.Remove(dst)
+		return fmt.Errorf("cp %s %s: %w: %s", src, dst, err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // startJailer runs the jailer, which starts the VMM in its own PID
@@ -381,8 +413,9 @@ func (b *Backend) waitAPI(ctx context.Context, v *vm) (*apiSock, error) {
 }
 
 // configure sets the VM up over its API: machine, kernel, drives,
-// network, MMDS with the agent's configuration.
-func (b *Backend) configure(ctx context.Context, v *vm, api *fcapi.Client, req scaler.SpawnRequest, addr netip.Addr) error {
+// network, MMDS with meta (the agent's configuration, or a template's
+// marker).
+func (b *Backend) configure(ctx context.Context, v *vm, api *fcapi.Client, req scaler.SpawnRequest, addr netip.Addr, meta map[string]any) error {
 	vcpus, mem := b.machine(req)
 	net := b.host.cfg.Network
 	bootArgs := fmt.Sprintf("console=ttyS0 reboot=k panic=1 pci=off random.trust_cpu=on init=/init ip=%s::%s:%s::eth0:off",
@@ -410,7 +443,7 @@ func (b *Backend) configure(ctx context.Context, v *vm, api *fcapi.Client, req s
 			return api.PutMMDSConfig(ctx, fcapi.MMDSConfig{Version: "V2", NetworkInterfaces: []string{"eth0"}, IPv4Address: mmdsAddr})
 		}},
 		{"MMDS data", func() error {
-			return api.PutMMDS(ctx, map[string]any{"latest": map[string]any{"meta-data": b.guestMeta(v, req)}})
+			return api.PutMMDS(ctx, map[string]any{"latest": map[string]any{"meta-data": meta}})
 		}},
 	}
 	for _, s := range steps {

@@ -115,6 +115,9 @@ func (b *Backend) ReapLeftovers(ctx context.Context, keep []string) ([]string, e
 			errs = append(errs, err)
 		}
 	}
+	if err := h.reapSnapshotLeftovers(b.cfg.ChrootBaseDir); err != nil {
+		errs = append(errs, err)
+	}
 	slices.Sort(reaped)
 	if len(reaped) > 0 {
 		b.log.Info("leftover VMs reaped", "agents", reaped)

@@ -44,3 +44,14 @@ func (o *Orchestrator) WaitRegistered(tb testing.TB, agentID string) {
 	tb.Helper()
 	o.o.waitFor(tb, "agent "+agentID+" to register", func() bool { return o.o.agents[agentID] != nil })
 }
+
+// RemoteAddr is the source (host:port) of the agent's latest registered
+// connection, or "".
+func (o *Orchestrator) RemoteAddr(agentID string) string {
+	o.o.mu.Lock()
+	defer o.o.mu.Unlock()
+	if ac := o.o.agents[agentID]; ac != nil {
+		return ac.remote
+	}
+	return ""
+}

@@ -39,6 +39,8 @@ type orchestrator struct {
 // agentConn is an agent's latest registered connection.
 type agentConn struct {
 	reg *protocol.Register
+	// remote is the connection's source, host:port.
+	remote string
 	// ready is set once a message came after registered.
 	ready  bool
 	closed bool
@@ -147,7 +149,7 @@ func (o *orchestrator) serveWS(w http.ResponseWriter, r *http.Request) {
 		_ = c.Close(protocol.CloseUnauthorized, protocol.CloseReason(protocol.CloseUnauthorized))
 		return
 	}
-	ac := &agentConn{reg: reg}
+	ac := &agentConn{reg: reg, remote: r.RemoteAddr}
 	o.agents[reg.AgentID] = ac
 	o.notifyLocked()
 	o.mu.Unlock()
