@@ -482,3 +482,51 @@ func TestFirecrackerWarmPool(t *testing.T) {
 		t.Fatalf("run %s on agent %q: want success on the warm agent %s", r.Status, j.AgentID, warm)
 	}
 }
+
+// TestFirecrackerWarmStart: a warmStart label set's snapshot is built at
+// start; jobs then run on VMs restored from it (their agents reach the
+// orchestrator once they moved to their own addresses) and leave nothing
+// but the snapshot behind.
+func TestFirecrackerWarmStart(t *testing.T) {
+	t.Parallel()
+	w := newFCWorld(t)
+	cfg := w.scalers(t, w.kernel, 2, "")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(string(b), "        overlayDriveSizeMib: 16\n", "        overlayDriveSizeMib: 16\n        warmStart: true\n", 1)
+	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := w.start(t, cfg)
+	waitFor(t, 60*time.Second, "the warm-start snapshot to be built", func() bool {
+		m, _ := filepath.Glob(filepath.Join(w.base, "firecracker", ".snapshots", "*", "warm.json"))
+		return len(m) == 1
+	})
+	o.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {}}
+jobs:
+  a:
+    runs-on: [linux, fc]
+    steps: [{run: echo "restored a"}]
+  b:
+    runs-on: [linux, fc]
+    steps: [{run: echo "restored b"}]
+`})
+	id := o.push(t)
+	r := o.waitRun(t, id, 60*time.Second, "run to end", ended)
+	if r.Status != "success" {
+		t.Fatalf("run %s: %+v", r.Status, r.Jobs)
+	}
+	for _, name := range []string{"a", "b"} {
+		logs := o.logs(t, id, name)
+		for _, want := range []string{"restored from snapshot", "restored " + name} {
+			if !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, want) }) {
+				t.Errorf("job %s logs lack %q: %q", name, want, logs)
+			}
+		}
+	}
+	waitFor(t, 20*time.Second, "the VMs' host resources to be gone", func() bool { return len(w.leftovers(t)) == 0 })
+	w.stopWithoutLeases(t, o)
+}

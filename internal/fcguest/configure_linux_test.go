@@ -86,4 +86,3 @@ func TestConfigureNamesAMissingInterface(t *testing.T) {
 		t.Fatalf("error %v, want one naming eth9", err)
 	}
 }
-

@@ -37,8 +37,9 @@ func (sc *scalers) firecrackerHost(ctx context.Context, file *config.File) (*fir
 	return h, nil
 }
 
-// buildFirecracker makes a firecracker scaler's backend, pre-builds its
-// overlay templates in the background and starts its periodic sweep.
+// buildFirecracker makes a firecracker scaler's backend and, in the
+// background, pre-builds its overlay templates and then the snapshots of
+// its warm-start label sets.
 func (sc *scalers) buildFirecracker(ctx context.Context, c config.Scaler, file *config.File) (scaler.Backend, error) {
 	h, err := sc.firecrackerHost(ctx, file)
 	if err != nil {
@@ -56,6 +57,14 @@ func (sc *scalers) buildFirecracker(ctx context.Context, c config.Scaler, file *
 	for _, ls := range c.LabelSets {
 		sizes = append(sizes, ls.Firecracker.OverlayDriveSizeMib)
 	}
+	// The label sets as the manager has them (the mirror rule applied), so
+	// that the snapshots are those its spawns ask for.
+	var sets []scaler.LabelSet
+	for _, m := range file.ManagerConfig().Scalers {
+		if m.Name == c.Name {
+			sets = m.LabelSets
+		}
+	}
 	bg := context.WithoutCancel(ctx)
 	go func() {
 		if t, err := h.Templates(fc.ChrootBaseDir); err == nil {
@@ -63,6 +72,7 @@ func (sc *scalers) buildFirecracker(ctx context.Context, c config.Scaler, file *
 				sc.s.log.Warn("overlay templates not pre-built; the first spawn of each size builds its own", "scaler", c.Name, "error", err)
 			}
 		}
+		b.Prewarm(sets)
 	}()
 	return b, nil
 }
