@@ -45,7 +45,7 @@ func (c check) hostCheck() scaler.HostCheck {
 // label sets given (each one's kernel and rootfs). It never changes
 // anything.
 func (b *Backend) HostChecks(sets []scaler.LabelSet) []scaler.HostCheck {
-	cs := b.checks(sets)
+	cs := append(b.checks(sets), b.warmChecks(sets)...)
 	out := make([]scaler.HostCheck, len(cs))
 	for i, c := range cs {
 		out[i] = c.hostCheck()

@@ -276,6 +276,47 @@ func (b *Backend) fingerprint(ls scaler.LabelSet, vcpus, mem int) (string, error
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// warmChecks report each warm-start label set's snapshot: ready (pass),
+// or not yet, being built or failing (warn: its spawns boot cold).
+func (b *Backend) warmChecks(sets []scaler.LabelSet) []check {
+	var out []check
+	for _, ls := range sets {
+		if !ls.Firecracker.WarmStart {
+			continue
+		}
+		c := check{Name: "warm-start " + ls.Key(), Warn: true,
+			Fix: "the rootfs's init must start kici-agent with KICI_AGENT_MMDS_URL, which waits as a template (docs/scaler.md, Warm start); the orchestrator's log has each failed build"}
+		vcpus, mem := b.machine(scaler.SpawnRequest{LabelSet: ls})
+		fp, fpErr := b.fingerprint(ls, vcpus, mem)
+		b.warm.mu.Lock()
+		ws := b.warm.set(ls.Key())
+		snap, building, failures, lastErr, retryAt := ws.snap, ws.building, ws.failures, ws.lastErr, ws.retryAt
+		b.warm.mu.Unlock()
+		if snap == nil && fpErr == nil {
+			if s, err := readSnapshot(b.snapshotDir(ls)); err == nil && s.meta.Fingerprint == fp {
+				snap = s
+			}
+		}
+		switch {
+		case fpErr != nil:
+			c.Detail = "no snapshot: a file it needs is missing: " + fpErr.Error()
+		case snap != nil && snap.meta.Fingerprint == fp:
+			c.OK, c.Warn = true, false
+			c.Detail = fmt.Sprintf("snapshot ready in %s (built %s in %d ms); spawns of %d vCPU and %d MiB restore it",
+				snap.dir, snap.meta.Created.Format(time.RFC3339), snap.meta.BuildMillis, vcpus, mem)
+		case building:
+			c.Detail = "snapshot being built; spawns boot cold meanwhile"
+		case failures > 0:
+			c.Detail = fmt.Sprintf("snapshot build failed %d times in a row (last: %s); spawns boot cold; next try after %s",
+				failures, lastErr, retryAt.Format(time.RFC3339))
+		default:
+			c.Detail = "no snapshot yet: start-up or the first spawn builds one; spawns boot cold meanwhile"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
 // readSnapshot reads a snapshot dir; it is valid when warm.json parses
 // and the state, memory and overlay files are there, regular and not
 // empty.

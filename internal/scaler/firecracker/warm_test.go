@@ -104,6 +104,11 @@ func TestWarmStartRestoresFromSnapshot(t *testing.T) {
 	if left := w.leftovers(t, dir, snap.meta.TemplateID); len(left) != 0 {
 		t.Errorf("the template VM left %q", left)
 	}
+	checks := b.HostChecks([]scaler.LabelSet{ls})
+	if i := slices.IndexFunc(checks, func(c scaler.HostCheck) bool { return c.Name == "warm-start fc,linux,warm" }); i < 0 ||
+		checks[i].Status != "pass" || !strings.Contains(checks[i].Detail, "snapshot ready") {
+		t.Errorf("host checks lack a passing warm-start row: %+v", checks)
+	}
 
 	var wg sync.WaitGroup
 	reqs := []scaler.SpawnRequest{orch.Request(b, ls), orch.Request(b, ls)}
@@ -169,6 +174,11 @@ func TestWarmStartCorruptSnapshotIsDropped(t *testing.T) {
 	}
 	if _, err := os.Stat(snap.dir); !os.IsNotExist(err) {
 		t.Errorf("the corrupt snapshot is still there: %v", err)
+	}
+	for _, c := range b.HostChecks([]scaler.LabelSet{ls}) {
+		if c.Name == "warm-start fc,linux,warm" && c.Status != "warn" {
+			t.Errorf("warm-start row after the drop: %+v, want a warning", c)
+		}
 	}
 
 	req = orch.Request(b, ls)
