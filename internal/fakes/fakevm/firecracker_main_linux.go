@@ -16,8 +16,11 @@ import (
 )
 
 // apiShutdownGrace bounds how long the API server finishes its last
-// requests after the machine ended.
-const apiShutdownGrace = 5 * time.Second
+// requests after the machine ended; then the process exits, as
+// Firecracker does at once when its guest powers off. It must stay short:
+// net/http's Shutdown counts a connection that sent nothing yet (a
+// client's spare keep-alive connection) as busy for 5 s.
+const apiShutdownGrace = 200 * time.Millisecond
 
 // FirecrackerMain runs the fake firecracker binary with args (without the
 // program name) and returns its exit code. Run with KICI_FAKE_FC_ROLE set
@@ -156,7 +159,9 @@ func runVMM(f fcFlags, stderr io.Writer) error {
 	case <-m.Done():
 		ctx, cancel := context.WithTimeout(context.Background(), apiShutdownGrace)
 		defer cancel()
-		_ = srv.Shutdown(ctx) // lets the call that ended the machine answer
+		if srv.Shutdown(ctx) != nil { // lets the call that ended the machine answer
+			_ = srv.Close()
+		}
 		return exitFor(m)
 	case err := <-served:
 		return fmt.Errorf("serve the api on %q: %w", f.apiSock, err)

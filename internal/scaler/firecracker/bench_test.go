@@ -95,6 +95,14 @@ func benchLife(b *testing.B, ls scaler.LabelSet, how string) {
 	b.ReportMetric(median(stop), "stop-ms")
 	b.ReportMetric(median(remove), "remove-ms")
 	b.ReportMetric(float64(slices.Max(registered).Microseconds())/1000, "max-registered-ms")
+	b.ReportMetric(float64(slices.Max(teardown).Microseconds())/1000, "max-teardown-ms")
+	slow := 0
+	for _, d := range teardown {
+		if d > time.Second {
+			slow++
+		}
+	}
+	b.ReportMetric(float64(slow), "teardowns>1s")
 	if left := w.hostLeftovers(b); len(left) != 0 {
 		b.Errorf("left on the host: %q", left)
 	}
