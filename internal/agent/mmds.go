@@ -45,6 +45,9 @@ const (
 	// templatePoll is how often a template VM's agent looks for its
 	// identity: after a restore it is the first thing the guest does.
 	templatePoll = 10 * time.Millisecond
+	// templateFetchTimeout is short: a request the snapshot caught in
+	// flight is dead after the restore (the VMM's TCP state is gone).
+	templateFetchTimeout = 250 * time.Millisecond
 )
 
 var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -77,14 +80,14 @@ func applyMMDS(ctx context.Context, serial io.Writer) error {
 	}
 	base = strings.TrimSuffix(base, "/")
 	wctx, cancel := context.WithTimeout(ctx, mmdsWait)
-	md, err := pollMMDS(wctx, base, mmdsRetryEvery, func(map[string]any) bool { return true })
+	md, err := pollMMDS(wctx, base, mmdsRetryEvery, 2*time.Second, func(map[string]any) bool { return true })
 	cancel()
 	if err != nil {
 		return err
 	}
 	if isTemplate(md) {
 		fmt.Fprintln(serial, fcguest.ReadyMarker)
-		md, err = pollMMDS(ctx, base, templatePoll, func(md map[string]any) bool { return md["kici-orchestrator-url"] != nil })
+		md, err = pollMMDS(ctx, base, templatePoll, templateFetchTimeout, func(md map[string]any) bool { return md["kici-orchestrator-url"] != nil })
 		if err != nil {
 			return err
 		}
@@ -118,10 +121,11 @@ func isTemplate(md map[string]any) bool {
 
 // pollMMDS fetches the meta-data every `every` until done accepts it. An
 // answer retrying cannot change ends it at once; any other failure (no
-// network yet, no data yet) is retried until ctx ends.
-func pollMMDS(ctx context.Context, base string, every time.Duration, done func(map[string]any) bool) (map[string]any, error) {
+// network yet, no data yet) is retried until ctx ends. timeout bounds
+// each request.
+func pollMMDS(ctx context.Context, base string, every, timeout time.Duration, done func(map[string]any) bool) (map[string]any, error) {
 	for {
-		md, err := fetchMMDS(ctx, base)
+		md, err := fetchMMDS(ctx, base, timeout)
 		if err == nil && done(md) {
 			return md, nil
 		}
@@ -163,8 +167,8 @@ type mmdsError struct{ msg string }
 func (e *mmdsError) Error() string { return e.msg }
 
 // fetchMMDS reads latest/meta-data as JSON through a v2 session token.
-func fetchMMDS(ctx context.Context, base string) (map[string]any, error) {
-	client := &http.Client{Timeout: 2 * time.Second}
+func fetchMMDS(ctx context.Context, base string, timeout time.Duration) (map[string]any, error) {
+	client := &http.Client{Timeout: timeout}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, base+"/latest/api/token", nil)
 	if err != nil {
 		return nil, &mmdsError{err.Error()}

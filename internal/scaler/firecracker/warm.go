@@ -208,6 +208,9 @@ func (b *Backend) runBuild(ls scaler.LabelSet, vcpus, mem int, fp string) {
 	failures, retryAt := ws.failures, ws.retryAt
 	b.warm.mu.Unlock()
 	if err != nil {
+		if b.bg.Err() != nil {
+			return // closed
+		}
 		b.log.Warn("warm-start snapshot not built; spawns boot cold until it is", "labels", ls.Key(),
 			"failures", failures, "retry_at", retryAt, "error", err)
 		return
@@ -217,14 +220,18 @@ func (b *Backend) runBuild(ls scaler.LabelSet, vcpus, mem int, fp string) {
 
 // dropSnapshot forgets a snapshot a restore failed with and removes it
 // (restores already running keep their links), so that the next spawn
-// boots cold and a new one is built.
+// boots cold and a new one is built. A snapshot that a build has replaced
+// meanwhile is gone already: the new one in its place is kept.
 func (b *Backend) dropSnapshot(ls scaler.LabelSet, s *snapshot, cause error) {
 	b.warm.mu.Lock()
+	defer b.warm.mu.Unlock()
 	ws := b.warm.set(ls.Key())
 	if ws.snap == s {
 		ws.snap = nil
 	}
-	b.warm.mu.Unlock()
+	if cur, err := readSnapshot(s.dir); err != nil || cur.meta.TemplateID != s.meta.TemplateID {
+		return
+	}
 	b.log.Warn("warm-start snapshot dropped: a restore failed", "labels", ls.Key(), "dir", s.dir, "error", cause)
 	if err := os.RemoveAll(s.dir); err != nil {
 		b.log.Warn("remove the dropped snapshot", "dir", s.dir, "error", err)
@@ -512,14 +519,22 @@ func (b *Backend) installSnapshot(v *vm, dir string, meta warmMeta) error {
 	if err := syncPath(tmp); err != nil {
 		return err
 	}
+	// The swap is under the warm lock, so that dropSnapshot never
+	// removes the new snapshot for a failure of the old one.
 	old := filepath.Join(parent, snapOldPrefix+v.id)
+	b.warm.mu.Lock()
 	replaced := true
-	if err := os.Rename(dir, old); errors.Is(err, os.ErrNotExist) {
-		replaced = false
-	} else if err != nil {
+	err := os.Rename(dir, old)
+	if errors.Is(err, os.ErrNotExist) {
+		replaced, err = false, nil
+	}
+	if err != nil {
+		b.warm.mu.Unlock()
 		return fmt.Errorf("move the previous snapshot aside: %w", err)
 	}
-	if err := os.Rename(tmp, dir); err != nil {
+	err = os.Rename(tmp, dir)
+	b.warm.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("put the snapshot in place: %w", err)
 	}
 	ok = true
