@@ -24,6 +24,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/kici-dev/kici/internal/durable"
 )
 
 // DefaultProduceTimeout is the ProduceTimeout a new Cache starts with.
@@ -401,7 +403,7 @@ func (c *Cache) create(ctx context.Context, name, path, source, sha string, prod
 	committed = true
 	// Without this the rename may be lost in a crash. The entry is complete
 	// and correct either way, so a failure here is only worth a warning.
-	if err := syncDir(c.dir); err != nil {
+	if err := durable.Sync(c.dir); err != nil {
 		c.logger.Warn("archive cache: syncing directory failed", "dir", c.dir, "err", err)
 	}
 	c.logger.Debug("archive cached", "source", source, "sha", sha, "bytes", info.Size(), "duration", time.Since(start))
@@ -487,17 +489,4 @@ func validate(source, sha string) error {
 func entryName(source, sha string) string {
 	sum := sha256.Sum256([]byte(source))
 	return hex.EncodeToString(sum[:])[:16] + "-" + sha + ".tar.gz"
-}
-
-// syncDir fsyncs a directory so that a rename in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

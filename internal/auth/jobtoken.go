@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/kici-dev/kici/internal/durable"
 )
 
 // JobTokenPrefix starts every job token.
@@ -39,7 +41,7 @@ func LoadJobTokens(dir string) (*JobTokens, error) {
 		if _, err := rand.Read(key); err != nil {
 			return nil, fmt.Errorf("generate job token key: %w", err)
 		}
-		if err := writeFileSync(path, key); err != nil {
+		if err := durable.WriteFile(path, key, os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 			return nil, fmt.Errorf("write job token key %s: %w", path, err)
 		}
 		return &JobTokens{key: key}, nil
@@ -51,22 +53,6 @@ func LoadJobTokens(dir string) (*JobTokens, error) {
 		return nil, fmt.Errorf("job token key %s: %d bytes, want 32", path, len(key))
 	}
 	return &JobTokens{key: key}, nil
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 func (t *JobTokens) mac(jobID string, attempt int) string {

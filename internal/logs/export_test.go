@@ -1,6 +1,10 @@
 package logs
 
-import "os"
+import (
+	"os"
+
+	"github.com/kici-dev/kici/internal/durable"
+)
 
 // SetWrite replaces the function that writes a chunk's buffer to its file,
 // to simulate a failing disk. Call it only while no Append runs.
@@ -26,6 +30,6 @@ func (s *Store) SetSyncHooks(file func(path string) error, dir func(path string)
 		if err := dir(d); err != nil {
 			return err
 		}
-		return syncDir(d)
+		return durable.Sync(d)
 	}
 }

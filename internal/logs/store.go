@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kici-dev/kici/internal/durable"
 	"github.com/kici-dev/kici/internal/protocol"
 )
 
@@ -194,7 +195,7 @@ func New(logger *slog.Logger, cfg Config) (*Store, error) {
 		syncedRuns: map[string]struct{}{},
 		write:      (*os.File).Write,
 		syncFile:   fdatasync,
-		syncDir:    syncDir,
+		syncDir:    durable.Sync,
 	}, nil
 }
 

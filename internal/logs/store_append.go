@@ -561,18 +561,6 @@ func (s *Store) syncJobDirs(runID string) error {
 // having synced.
 const maxSyncedRuns = 4096
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %q: %w", dir, err)
-	}
-	return nil
-}
-
 // recoverJob returns the position of the last chunk stored for a job: the
 // highest (attempt, seq) at the ends of the job's step files. A file that
 // ends in half a record (a crash during a write) is cut back to its last

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/kici-dev/kici/internal/durable"
 )
 
 // KeyFile is the file in the data dir that holds a generated key (SQLite
@@ -153,21 +155,11 @@ func writeKeyFile(path string, k Key) error {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(path))
+		err = durable.Sync(filepath.Dir(path))
 	}
 	if err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write secret key file %s: %w", path, err)
 	}
 	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/kici-dev/kici/internal/durable"
 	"github.com/kici-dev/kici/internal/store"
 )
 
@@ -358,7 +359,7 @@ func (s *Service) Rotate(ctx context.Context, newKey Key) (RotateResult, error) 
 			// Committed: the next start finishes the rename (finishRotation).
 			s.log.Error("replace key file after rotation failed; the next start retries", "file", s.src.file, "error", err)
 		} else {
-			_ = syncDir(filepath.Dir(s.src.file))
+			_ = durable.Sync(filepath.Dir(s.src.file))
 		}
 		res.KeyFile = s.src.file
 	}

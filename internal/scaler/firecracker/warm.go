@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/kici-dev/kici/internal/durable"
 	"github.com/kici-dev/kici/internal/fcguest"
 	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/scaler/firecracker/fcapi"
@@ -508,15 +509,15 @@ func (b *Backend) installSnapshot(v *vm, dir string, meta warmMeta) error {
 		if err := os.Chmod(dst, 0o440); err != nil {
 			return err
 		}
-		if err := syncPath(dst); err != nil {
+		if err := durable.Sync(dst); err != nil {
 			return err
 		}
 	}
 	data, _ := json.MarshalIndent(meta, "", "  ")
-	if err := writeSynced(filepath.Join(tmp, warmMetaName), data); err != nil {
+	if err := durable.WriteFile(filepath.Join(tmp, warmMetaName), data, os.O_CREATE|os.O_TRUNC, 0o640); err != nil {
 		return err
 	}
-	if err := syncPath(tmp); err != nil {
+	if err := durable.Sync(tmp); err != nil {
 		return err
 	}
 	// The swap is under the warm lock, so that dropSnapshot never
@@ -538,7 +539,7 @@ func (b *Backend) installSnapshot(v *vm, dir string, meta warmMeta) error {
 		return fmt.Errorf("put the snapshot in place: %w", err)
 	}
 	ok = true
-	if err := syncPath(parent); err != nil {
+	if err := durable.Sync(parent); err != nil {
 		return err
 	}
 	if replaced {
@@ -630,37 +631,4 @@ func (h *Host) reapSnapshotLeftovers(chrootBaseDir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// writeSynced writes a file and syncs it.
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// syncPath fsyncs a file or a directory.
-func syncPath(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	return nil
 }

@@ -250,4 +250,3 @@ func TestWarmStartSnapshotOutlivesTheProcess(t *testing.T) {
 		}
 	}
 }
-
