@@ -101,6 +101,30 @@ func (d dialect) lockSkipLocked() string {
 	return ""
 }
 
+// lockRow is appended to a SELECT of a row the transaction will update
+// (" FOR UPDATE"), or share must not change until it commits (" FOR
+// SHARE"): the lock makes a concurrent writer wait. SQLite needs nothing:
+// its transactions take the write lock at BEGIN.
+func (d dialect) lockRow(share bool) string {
+	switch {
+	case !d.numbered:
+		return ""
+	case share:
+		return " FOR SHARE"
+	}
+	return " FOR UPDATE"
+}
+
+// nowMillis is the database's clock in milliseconds since the Unix epoch,
+// as an SQL expression: clock_timestamp() on PostgreSQL (the time of the
+// statement, not of the transaction's start), the wall clock on SQLite.
+func (d dialect) nowMillis() string {
+	if d.numbered {
+		return "CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT)"
+	}
+	return "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+}
+
 // placeholders returns "?, ?, ?" with n marks, for an IN list.
 func placeholders(n int) string {
 	if n <= 0 {
