@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -190,4 +191,39 @@ func TestLeaseFenceHoldsOffATakeover(t *testing.T) {
 			t.Fatalf("takeover %+v at %s, a committed at %s: want b under term 2 after a's commit", l, took, committed)
 		}
 	}
+}
+
+// TestFencedTransactionsWriteNothingWhenTheFenceFails: a context with a
+// fence runs it first in every transaction; a failing fence rolls the
+// transaction back (a retention delete deletes nothing) and its error is
+// returned.
+func TestFencedTransactionsWriteNothingWhenTheFenceFails(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		if _, err := db.InsertAudit(ctx, AuditEntry{ActorType: "system", Action: "test.fence", Target: "x", Outcome: "allowed"}); err != nil {
+			t.Fatal(err)
+		}
+		before := countRows(t, db, "audit_log")
+		deposed := errors.New("test: deposed")
+		fenced := WithFence(ctx, func(ctx context.Context, tx *Tx) error { return tx.CheckLease(ctx, "leader", "a", 1) })
+		if _, err := db.DeleteAuditBefore(fenced, testNow.Add(time.Hour)); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("fenced delete without the lease: %v, want ErrLeaseLost", err)
+		}
+		if _, err := db.DeleteAuditBefore(WithFence(ctx, func(context.Context, *Tx) error { return deposed }), testNow.Add(time.Hour)); !errors.Is(err, deposed) {
+			t.Fatalf("fenced delete: %v, want the fence's error", err)
+		}
+		if n := countRows(t, db, "audit_log"); n != before {
+			t.Fatalf("%d audit rows after the refused deletes, want %d", n, before)
+		}
+		l, err := db.TryLease(ctx, "leader", "a", time.Minute)
+		if err != nil || !l.Held("a") {
+			t.Fatal(l, err)
+		}
+		if n, err := db.DeleteAuditBefore(WithFence(ctx, func(ctx context.Context, tx *Tx) error {
+			return tx.CheckLease(ctx, "leader", "a", l.Term)
+		}), testNow.Add(time.Hour)); err != nil || n != int64(before) {
+			t.Fatalf("fenced delete by the holder: %d, %v; want %d deleted", n, err, before)
+		}
+	})
 }

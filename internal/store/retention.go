@@ -67,14 +67,20 @@ func (db *DB) DeleteWebhookEventsBefore(ctx context.Context, cutoff time.Time) (
 	return db.deleteBefore(ctx, "webhook events", "DELETE FROM webhook_events WHERE received_at < ?", cutoff)
 }
 
+// deleteBefore runs a retention delete in a transaction of its own, so
+// that a fence (WithFence) guards it.
 func (db *DB) deleteBefore(ctx context.Context, what, query string, cutoff time.Time) (int64, error) {
-	res, err := db.exec(ctx, query, timeArg(cutoff))
+	var n int64
+	err := db.Tx(ctx, func(tx *Tx) error {
+		res, err := tx.exec(ctx, query, timeArg(cutoff))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("delete %s before %s: %w", what, cutoff.UTC().Format(time.RFC3339), err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, fmt.Errorf("delete %s: %w", what, err)
 	}
 	return n, nil
 }

@@ -74,13 +74,35 @@ func (db *DB) runTx(ctx context.Context, fn func(tx *Tx) error) error {
 	// so the connection goes back to the pool. After a commit, Rollback is
 	// a no-op; its error adds nothing to the one being returned.
 	defer func() { _ = sqlTx.Rollback() }()
-	if err := fn(db.txQueries(sqlTx, db.wstmts)); err != nil {
+	tx := db.txQueries(sqlTx, db.wstmts)
+	if fence, ok := ctx.Value(fenceKey{}).(Fence); ok {
+		if err := fence(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := sqlTx.Commit(); err != nil {
 		return &commitError{err: err}
 	}
 	return nil
+}
+
+// Fence is a check a transaction runs first, before any of its writes;
+// an error rolls the transaction back and is returned unchanged. The
+// leader's singleton duties fence their writes with the leader lease
+// (Tx.CheckLease).
+type Fence func(ctx context.Context, tx *Tx) error
+
+type fenceKey struct{}
+
+// WithFence returns a context whose transactions (every DB.Tx run with it)
+// start with fence. Store methods that write in one statement outside a
+// transaction are not fenced: a duty that must be fenced uses methods
+// that write in a transaction (their doc says so).
+func WithFence(ctx context.Context, fence Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, fence)
 }
 
 // commitError is a failed COMMIT. Whether the transaction landed is then
