@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +134,60 @@ func containsLine(lines []string, want string) bool {
 		}
 	}
 	return false
+}
+
+// metricValue is the value of an unlabelled sample on o's /metrics, or
+// -1 when o does not answer or lacks it.
+func (o *orchestrator) metricValue(t *testing.T, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + o.addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// TestCoordinatorsElectOneLeader: of two coordinators on one database
+// exactly one runs the singleton duties; when it is killed (no release of
+// its lease) the other takes over within the lease's TTL and a renewal.
+func TestCoordinatorsElectOneLeader(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200"}
+	a := startOrchestrator(t, dbURL, cluster...)
+	b := startOrchestrator(t, dbURL, cluster...)
+	var lead, other *orchestrator
+	waitFor(t, 10*time.Second, "one leader", func() bool {
+		la, lb := a.metricValue(t, "kici_orch_cluster_leader"), b.metricValue(t, "kici_orch_cluster_leader")
+		if la == 1 && lb == 1 {
+			t.Fatal("both coordinators lead")
+		}
+		switch {
+		case la == 1 && lb == 0:
+			lead, other = a, b
+		case lb == 1 && la == 0:
+			lead, other = b, a
+		}
+		return lead != nil
+	})
+	lead.kill()
+	killed := time.Now()
+	waitFor(t, 10*time.Second, "the other coordinator to lead", func() bool {
+		return other.metricValue(t, "kici_orch_cluster_leader") == 1
+	})
+	took := time.Since(killed)
+	t.Logf("the surviving coordinator leads %s after the leader was killed (TTL 2 s, renew 200 ms)", took)
+	if !strings.Contains(other.output.String(), "leader lease taken") {
+		t.Errorf("the new leader did not log taking the lease")
+	}
 }

@@ -53,6 +53,9 @@ type Registry struct {
 	// JobDurationSeconds observes seconds from a job's start to its end,
 	// by final status.
 	JobDurationSeconds *prometheus.HistogramVec
+	// ClusterLeader is 1 while this process acts as the coordinators'
+	// leader (always 1 for a standalone orchestrator).
+	ClusterLeader prometheus.Gauge
 	// ref holds the metrics under the reference orchestrator's names.
 	ref *reference
 }
@@ -107,6 +110,9 @@ func New() *Registry {
 			Help:    "Seconds from a job's start (running) to its end, by final status.",
 			Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
 		}, []string{"status"}),
+		ClusterLeader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kici_orch_cluster_leader", Help: "1 while this orchestrator runs the singleton duties (the coordinators' leader, or a standalone orchestrator), else 0.",
+		}),
 	}
 	r.ref = newReference(r)
 	r.reg.MustRegister(r.ref.collectors()...)
@@ -115,7 +121,7 @@ func New() *Registry {
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.WebhookUnrecorded, r.RetentionDeleted, r.ScalerSpawnFailures, r.ScalerConfigReloads,
-		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds)
+		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds, r.ClusterLeader)
 	return r
 }
 

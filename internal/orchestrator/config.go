@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"errors"
 	"fmt"
-	"github.com/kici-dev/kici/internal/scaler"
 	"net"
 	"net/netip"
 	"net/url"
@@ -12,9 +11,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kici-dev/kici/internal/schedules"
-
 	"github.com/agnivade/levenshtein"
+
+	"github.com/kici-dev/kici/internal/cluster/leader"
+	"github.com/kici-dev/kici/internal/scaler"
+	"github.com/kici-dev/kici/internal/schedules"
 	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/workflow"
 )
@@ -94,6 +95,11 @@ type Config struct {
 	// its database alone) or RoleCoordinator (any number of coordinators
 	// share one PostgreSQL database; see docs/operations.md).
 	ClusterRole string
+	// LeaderLeaseTTL and LeaderLeaseRenew time the coordinators' leader
+	// lease: it lasts TTL from each renewal, tried every Renew. 0 means
+	// leader.DefaultTTL (10 s) and leader.DefaultRenew (2 s).
+	LeaderLeaseTTL   time.Duration
+	LeaderLeaseRenew time.Duration
 	// ScheduleRefresh is how often every source's default branch is read
 	// again for its schedule triggers (besides after each push). 0 means
 	// schedules.DefaultRefresh.
@@ -152,6 +158,7 @@ var knownVars = []string{
 	"KICI_MAX_JOBS_PER_RUN", "KICI_TRUSTED_PROXIES", "KICI_RUN_RETENTION_DAYS", "KICI_AUDIT_RETENTION_DAYS",
 	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS", "KICI_INSTANCE_HEARTBEAT_MS",
 	"KICI_GIT_ALLOW_FILE_URLS", "KICI_CLUSTER_ROLE", "KICI_SCHEDULE_REFRESH_MS",
+	"KICI_CLUSTER_LEASE_TTL_MS", "KICI_CLUSTER_LEASE_RENEW_MS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FILE", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
@@ -209,6 +216,8 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 	ms("KICI_CANCEL_GRACE_MS", DefaultCancelGrace, &c.CancelGrace)
 	ms("KICI_INSTANCE_HEARTBEAT_MS", DefaultInstanceHeartbeat, &c.InstanceHeartbeat)
 	ms("KICI_SCHEDULE_REFRESH_MS", DefaultScheduleRefresh, &c.ScheduleRefresh)
+	ms("KICI_CLUSTER_LEASE_TTL_MS", leader.DefaultTTL, &c.LeaderLeaseTTL)
+	ms("KICI_CLUSTER_LEASE_RENEW_MS", leader.DefaultRenew, &c.LeaderLeaseRenew)
 	if v := getenv("KICI_AUTH_FAILURE_LIMIT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -329,6 +338,9 @@ func (c *Config) Validate() error {
 	case RoleCoordinator:
 		if c.DatabaseURL == "" {
 			return errors.New("KICI_CLUSTER_ROLE=coordinator needs PostgreSQL (KICI_DATABASE_URL): coordinators share one database")
+		}
+		if ttl, renew := c.LeaderLeaseTTL, c.LeaderLeaseRenew; ttl > 0 && renew > 0 && ttl < 3*renew {
+			return fmt.Errorf("KICI_CLUSTER_LEASE_TTL_MS=%d must be at least 3 times KICI_CLUSTER_LEASE_RENEW_MS=%d, so that a leader survives a missed renewal", ttl.Milliseconds(), renew.Milliseconds())
 		}
 	case RoleWorker:
 		return errors.New("KICI_CLUSTER_ROLE=worker is not available yet: run a standalone orchestrator or coordinators on one PostgreSQL database")

@@ -49,6 +49,14 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Errorf("got role %q, refresh %s; want standalone and 5m", c.ClusterRole, c.ScheduleRefresh)
 			}
 		}},
+		{name: "lease ttl under three renewals", env: map[string]string{"KICI_CLUSTER_ROLE": "coordinator", "KICI_DATABASE_URL": "postgres://db/kici",
+			"KICI_SECRET_KEY": strings.Repeat("ab", 32), "KICI_CLUSTER_LEASE_TTL_MS": "1000", "KICI_CLUSTER_LEASE_RENEW_MS": "500"},
+			wantErr: "KICI_CLUSTER_LEASE_TTL_MS=1000 must be at least 3 times KICI_CLUSTER_LEASE_RENEW_MS=500"},
+		{name: "lease defaults", env: map[string]string{}, check: func(t *testing.T, c Config) {
+			if c.LeaderLeaseTTL != 10*time.Second || c.LeaderLeaseRenew != 2*time.Second {
+				t.Errorf("lease ttl %s, renew %s; want 10s and 2s", c.LeaderLeaseTTL, c.LeaderLeaseRenew)
+			}
+		}},
 		{name: "coordinator needs postgres", env: map[string]string{"KICI_CLUSTER_ROLE": "coordinator"}, wantErr: "KICI_CLUSTER_ROLE=coordinator needs PostgreSQL"},
 		{name: "worker not available", env: map[string]string{"KICI_CLUSTER_ROLE": "worker"}, wantErr: "KICI_CLUSTER_ROLE=worker is not available yet"},
 		{name: "unknown role", env: map[string]string{"KICI_CLUSTER_ROLE": "leader"}, wantErr: `KICI_CLUSTER_ROLE="leader": want standalone or coordinator`},

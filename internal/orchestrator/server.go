@@ -21,6 +21,7 @@ import (
 	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/checks"
+	"github.com/kici-dev/kici/internal/cluster/leader"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
 	"github.com/kici-dev/kici/internal/metrics"
@@ -47,6 +48,8 @@ type Server struct {
 	ws      *agentws.Handler
 	metrics *metrics.Registry
 	scalers *scalers
+	// elector is the leader election of a coordinator (nil standalone).
+	elector *leader.Elector
 	secrets *secrets.Service
 	checks  *checks.Reporter // nil when runs are not reported to GitHub
 	// schedules starts the runs of schedule triggers.
@@ -286,12 +289,19 @@ func (s *Server) Run(ctx context.Context) error {
 	// deferred Close of the database runs): one still running would use a
 	// closed database, and log after its caller has gone.
 	var bg sync.WaitGroup
+	duty, err := s.singletonDuties(ctx, &bg)
+	if err != nil {
+		s.ln.Close()
+		return err
+	}
 	bg.Go(func() { errc <- s.disp.Run(ctx) })
-	bg.Go(func() { s.purgeDeliveries(ctx) })
-	bg.Go(func() { s.retain(ctx) })
+	bg.Go(func() { duty(s.purgeDeliveries) })
+	bg.Go(func() { duty(s.retain) })
 	bg.Go(func() { _ = s.schedules.Run(ctx) }) // it logs its own failures
 	if s.checks != nil {
-		bg.Go(func() { _ = s.checks.Run(ctx) }) // it logs its own failures
+		// Check runs are reported by the leader alone, so that two
+		// coordinators never create one run's check twice.
+		bg.Go(func() { duty(func(ctx context.Context) { _ = s.checks.Run(ctx) }) }) // it logs its own failures
 	}
 	if s.scalers != nil {
 		bg.Go(func() { s.scalers.reloadOnSIGHUP(ctx) })
@@ -322,7 +332,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer stop()
-	err := srv.Shutdown(shutdownCtx)
+	err = srv.Shutdown(shutdownCtx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		err = srv.Close() // long-lived SSE connections
 	}
@@ -356,6 +366,39 @@ func (s *Server) purgeDeliveries(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// singletonDuties returns how this process runs a duty that one
+// orchestrator of the database must run at a time. Standalone, it runs
+// the duty until ctx ends. As a coordinator it starts the leader
+// election (stopped with ctx, waited for by bg) and runs the duty each
+// time this process leads, with a context that ends when it stops leading
+// and whose transactions are fenced by the lease: a leader deposed
+// without noticing writes nothing.
+func (s *Server) singletonDuties(ctx context.Context, bg *sync.WaitGroup) (func(func(context.Context)), error) {
+	if s.cfg.ClusterRole != RoleCoordinator {
+		s.metrics.ClusterLeader.Set(1)
+		return func(duty func(context.Context)) { duty(ctx) }, nil
+	}
+	e, err := leader.New(leader.Config{
+		Leases: s.db, Holder: s.self.ID, TTL: s.cfg.LeaderLeaseTTL, Renew: s.cfg.LeaderLeaseRenew,
+		Log: s.log.With("component", "leader"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leader election: %w", err)
+	}
+	s.elector = e
+	bg.Go(func() { e.Run(ctx) })
+	bg.Go(func() {
+		e.WhileLeader(ctx, func(ctx context.Context) {
+			s.metrics.ClusterLeader.Set(1)
+			<-ctx.Done()
+			s.metrics.ClusterLeader.Set(0)
+		})
+	})
+	return func(duty func(context.Context)) {
+		e.WhileLeader(ctx, func(ctx context.Context) { duty(store.WithFence(ctx, e.Fence)) })
+	}, nil
 }
 
 // retainBatch is how many runs one retention transaction deletes.
