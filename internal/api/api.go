@@ -63,6 +63,9 @@ type Config struct {
 	// Schedules lists the schedule triggers for GET /api/v1/schedules;
 	// nil answers 503 there.
 	Schedules ScheduleLister
+	// Peers lists the cluster's nodes for GET /api/v1/peers; nil answers
+	// 503 there.
+	Peers PeerLister
 	// Archives caches source archives for agents; nil makes every download
 	// produce its archive again.
 	Archives *archivecache.Cache
@@ -191,6 +194,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/queue", adminToken, auth.RunRead, "queue.list", s.queue},
 		{"GET /api/v1/schedules", adminToken, auth.RunRead, "schedule.list", s.listSchedules},
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
+		{"GET /api/v1/peers", adminToken, auth.ScalerRead, "peer.list", s.listPeers},
 		{"POST /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.drain", s.drainAgent},
 		{"DELETE /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.undrain", s.undrainAgent},
 		{"POST /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.create", s.createAgentToken},

@@ -229,6 +229,30 @@ type Agent struct {
 	Draining bool `json:"draining,omitempty"`
 }
 
+// PeerList is GET /api/v1/peers: the orchestrators of this database as
+// the answering one sees them.
+type PeerList struct {
+	// Self is the answering orchestrator's instance id.
+	Self string `json:"self"`
+	// Leader is the id of the node that runs the singleton duties, ""
+	// while none holds the leader lease.
+	Leader string `json:"leader"`
+	Peers  []Peer `json:"peers"`
+}
+
+// Peer is one node of the cluster.
+type Peer struct {
+	ID string `json:"id"`
+	// Role is standalone or coordinator.
+	Role string `json:"role"`
+	// Address is its public URL (KICI_PUBLIC_URL).
+	Address string `json:"address"`
+	// Connected is true while its heartbeat is current.
+	Connected bool `json:"connected"`
+	// LastSeen is its last heartbeat.
+	LastSeen time.Time `json:"last_seen"`
+}
+
 // AgentList is GET /api/v1/agents.
 type AgentList struct {
 	Agents []Agent `json:"agents"`

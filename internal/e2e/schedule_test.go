@@ -163,7 +163,8 @@ func (o *orchestrator) metricValue(t *testing.T, name string) float64 {
 func TestCoordinatorsElectOneLeader(t *testing.T) {
 	t.Parallel()
 	dbURL := testsvc.PostgresURL(t)
-	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200"}
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200",
+		"KICI_INSTANCE_HEARTBEAT_MS=200"}
 	a := startOrchestrator(t, dbURL, cluster...)
 	b := startOrchestrator(t, dbURL, cluster...)
 	var lead, other *orchestrator
@@ -180,6 +181,21 @@ func TestCoordinatorsElectOneLeader(t *testing.T) {
 		}
 		return lead != nil
 	})
+	peers := func(o *orchestrator) apiv1.PeerList {
+		var pl apiv1.PeerList
+		o.api(t, "GET", "/api/v1/peers", nil, &pl, http.StatusOK)
+		return pl
+	}
+	pa, pb := peers(a), peers(b)
+	if pa.Self == pb.Self || pa.Leader != pb.Leader || pa.Leader != peers(lead).Self {
+		t.Fatalf("peer lists disagree on self or leader: %+v / %+v", pa, pb)
+	}
+	for _, pl := range []apiv1.PeerList{pa, pb} {
+		if len(pl.Peers) != 2 || !pl.Peers[0].Connected || !pl.Peers[1].Connected || pl.Peers[0].Address == "" {
+			t.Fatalf("peer list %+v: want both coordinators, connected, with their addresses", pl)
+		}
+	}
+	deadID := peers(lead).Self
 	lead.kill()
 	killed := time.Now()
 	waitFor(t, 10*time.Second, "the other coordinator to lead", func() bool {
@@ -190,4 +206,13 @@ func TestCoordinatorsElectOneLeader(t *testing.T) {
 	if !strings.Contains(other.output.String(), "leader lease taken") {
 		t.Errorf("the new leader did not log taking the lease")
 	}
+	waitFor(t, 10*time.Second, "the killed coordinator to show as gone", func() bool {
+		pl := peers(other)
+		for _, p := range pl.Peers {
+			if p.ID == deadID {
+				return !p.Connected && pl.Leader == pl.Self
+			}
+		}
+		return false
+	})
 }

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/cluster/leader"
 	"github.com/kici-dev/kici/internal/store"
 )
 
@@ -39,7 +42,7 @@ func (s *Server) describe() error {
 	}
 	s.self = store.Instance{
 		ID: uuid.NewString(), Role: role,
-		Hostname: host, PID: os.Getpid(), Addr: s.cfg.HTTPAddr,
+		Hostname: host, PID: os.Getpid(), Addr: s.cfg.HTTPAddr, PublicURL: s.cfg.PublicURL,
 	}
 	return s.lock.record(lockHolder{
 		InstanceID: s.self.ID, PID: s.self.PID, Hostname: host, Addr: s.cfg.HTTPAddr, StartedAt: time.Now().UTC(),
@@ -117,4 +120,40 @@ func (s *Server) release() error {
 		s.lock.release()
 	})
 	return s.releaseErr
+}
+
+// ListPeers answers GET /api/v1/peers. Standalone on SQLite, the list is
+// this process alone; on PostgreSQL it is the instance table (a row is
+// connected while its heartbeat is current) with the leader lease's
+// holder as leader (a standalone orchestrator leads itself).
+func (s *Server) ListPeers(ctx context.Context) (apiv1.PeerList, error) {
+	out := apiv1.PeerList{Self: s.self.ID}
+	if s.cfg.DatabaseURL == "" {
+		out.Leader = s.self.ID
+		out.Peers = []apiv1.Peer{{ID: s.self.ID, Role: s.self.Role, Address: s.cfg.PublicURL, Connected: true, LastSeen: time.Now().UTC()}}
+		return out, nil
+	}
+	insts, err := s.db.ListInstances(ctx)
+	if err != nil {
+		return apiv1.PeerList{}, err
+	}
+	now := time.Now()
+	for _, i := range insts {
+		out.Peers = append(out.Peers, apiv1.Peer{ID: i.ID, Role: i.Role, Address: i.PublicURL,
+			Connected: i.ExpiresAt.After(now), LastSeen: i.HeartbeatAt.UTC()})
+	}
+	switch {
+	case s.cfg.ClusterRole != RoleCoordinator:
+		out.Leader = s.self.ID
+	default:
+		l, err := s.db.GetLease(ctx, leader.LeaseName)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return apiv1.PeerList{}, err
+		case l.Expires.After(l.Now):
+			out.Leader = l.Holder
+		}
+	}
+	return out, nil
 }

@@ -212,6 +212,7 @@ func (s *Server) build(ctx context.Context) error {
 		apiCfg.Scalers = s.scalers
 	}
 	apiCfg.Schedules = s.schedules
+	apiCfg.Peers = s
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	return nil
 }

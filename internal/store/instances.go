@@ -32,6 +32,8 @@ type Instance struct {
 	Hostname string
 	PID      int
 	Addr     string
+	// PublicURL is where other nodes and people reach it (KICI_PUBLIC_URL).
+	PublicURL string
 	// StartedAt, HeartbeatAt and ExpiresAt are stamped by the store's
 	// clock. The instance is live while ExpiresAt is in the future.
 	StartedAt   time.Time
@@ -62,7 +64,7 @@ func instancesConflict(role, live string) bool {
 	return role == InstanceStandalone || live == InstanceStandalone
 }
 
-const instanceColumns = "id, role, hostname, pid, addr, started_at, heartbeat_at, expires_at"
+const instanceColumns = "id, role, hostname, pid, addr, public_url, started_at, heartbeat_at, expires_at"
 
 // RegisterInstance records inst as live for ttl, unless a live instance
 // conflicts with it (InstanceConflictError, and nothing changes). In the
@@ -103,8 +105,8 @@ func (db *DB) RegisterInstance(ctx context.Context, inst Instance, ttl time.Dura
 			}
 		}
 		inst.StartedAt, inst.HeartbeatAt, inst.ExpiresAt = now, now, now.Add(ttl)
-		_, err = tx.exec(ctx, "INSERT INTO orchestrator_instances ("+instanceColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-			inst.ID, inst.Role, inst.Hostname, inst.PID, inst.Addr, timeArg(inst.StartedAt), timeArg(inst.HeartbeatAt), timeArg(inst.ExpiresAt))
+		_, err = tx.exec(ctx, "INSERT INTO orchestrator_instances ("+instanceColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			inst.ID, inst.Role, inst.Hostname, inst.PID, inst.Addr, inst.PublicURL, timeArg(inst.StartedAt), timeArg(inst.HeartbeatAt), timeArg(inst.ExpiresAt))
 		if err != nil {
 			return fmt.Errorf("insert instance %q: %w", inst.ID, classify(err))
 		}
@@ -161,7 +163,7 @@ func (q *queries) listInstances(ctx context.Context) ([]Instance, error) {
 	var out []Instance
 	for rows.Next() {
 		var i Instance
-		if err := rows.Scan(&i.ID, &i.Role, &i.Hostname, &i.PID, &i.Addr,
+		if err := rows.Scan(&i.ID, &i.Role, &i.Hostname, &i.PID, &i.Addr, &i.PublicURL,
 			timeCol{&i.StartedAt}, timeCol{&i.HeartbeatAt}, timeCol{&i.ExpiresAt}); err != nil {
 			return nil, fmt.Errorf("list instances: %w", err)
 		}

@@ -179,15 +179,15 @@ func TestRegisterCoordinators(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if _, err := dbB.RegisterInstance(ctx, Instance{ID: "s", Role: InstanceStandalone}, time.Minute, ""); err != nil {
+			if _, err := dbB.RegisterInstance(ctx, Instance{ID: "s", Role: InstanceStandalone, PublicURL: "https://ci.example.com"}, time.Minute, ""); err != nil {
 				t.Fatalf("standalone alone: %v", err)
 			}
 			if _, err := dbA.RegisterInstance(ctx, Instance{ID: "c3", Role: InstanceCoordinator}, time.Minute, ""); !errors.As(err, &conflict) || conflict.Live.ID != "s" {
 				t.Fatalf("coordinator beside a standalone: got %v, want an InstanceConflictError naming s", err)
 			}
 			live, err := dbA.ListInstances(ctx)
-			if err != nil || len(live) != 1 {
-				t.Fatalf("live instances: got (%+v, %v), want the standalone one only", live, err)
+			if err != nil || len(live) != 1 || live[0].PublicURL != "https://ci.example.com" {
+				t.Fatalf("live instances: got (%+v, %v), want the standalone one only, with its public URL", live, err)
 			}
 		})
 	}
