@@ -48,9 +48,13 @@ type Agent struct {
 	labels   []string
 	hostname string
 	runner   *runner.Runner
-	base     *url.URL // the orchestrator's URL as http(s), for relative archive URLs
-	box      *outbox
-	jitter   func() float64
+	// urls are the orchestrator URLs to try in turn, bases the same as
+	// http(s) for relative archive URLs, cur the index of the one in use.
+	urls   []string
+	bases  []*url.URL
+	cur    atomic.Int32
+	box    *outbox
+	jitter func() float64
 
 	// lastRecv is when the current connection last received a message
 	// (UnixNano).
@@ -100,11 +104,16 @@ func New(logger *slog.Logger, cfg Config) (*Agent, error) {
 			return nil, err
 		}
 	}
-	base, err := url.Parse(cfg.OrchestratorURL)
-	if err != nil {
-		return nil, err
+	urls := cfg.orchestratorURLs()
+	bases := make([]*url.URL, len(urls))
+	for i, raw := range urls {
+		base, err := url.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		base.Scheme = strings.Replace(base.Scheme, "ws", "http", 1) // ws → http, wss → https
+		bases[i] = base
 	}
-	base.Scheme = strings.Replace(base.Scheme, "ws", "http", 1) // ws → http, wss → https
 	log := logger.With("agent_id", id)
 	rcfg := runner.Config{
 		WorkDir:         filepath.Join(dir, "jobs"),
@@ -127,7 +136,8 @@ func New(logger *slog.Logger, cfg Config) (*Agent, error) {
 		labels:      effectiveLabels(cfg.Labels),
 		hostname:    host,
 		runner:      r,
-		base:        base,
+		urls:        urls,
+		bases:       bases,
 		box:         newOutbox(log, cfg.MaxBufferBytes),
 		jitter:      func() float64 { return rand.Float64() / 2 },
 		jobs:        map[string]*runningJob{},
@@ -167,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Ended jobs' directories go before the work dir's lock is released
 	// (deferred calls run last first).
 	defer a.finishCleanups()
-	a.log.Info("agent starting", "url", a.cfg.OrchestratorURL, "labels", a.labels,
+	a.log.Info("agent starting", "url", strings.Join(a.urls, ","), "labels", a.labels,
 		"concurrency", a.cfg.Concurrency, "one_shot", a.cfg.OneShot)
 	a.closeCode.Store(int64(websocket.StatusGoingAway))
 

@@ -229,7 +229,7 @@ func (a *Agent) resolve(ref string) string {
 	if err != nil {
 		return ref // the fetch reports it
 	}
-	return a.base.ResolveReference(u).String()
+	return a.bases[a.cur.Load()].ResolveReference(u).String()
 }
 
 // eventFromEnv rebuilds what `event.*` and `inputs.*` mean in a step's `if`

@@ -20,10 +20,11 @@ var errHeartbeatTimeout = errors.New("no message from the orchestrator for two h
 
 // connectLoop keeps a connection to the orchestrator until ctx ends (it then
 // returns nil) or the orchestrator refuses the agent for good (it returns
-// the *StopError). Between connections it waits with backoff; the attempt
-// counter starts again after every "registered".
+// the *StopError). After a connection ends or fails it moves to the next
+// orchestrator URL at once, and waits with backoff only once it tried
+// them all; the attempt counter starts again after every "registered".
 func (a *Agent) connectLoop(ctx context.Context) error {
-	attempt := 0
+	attempt, tried := 0, 0
 	for {
 		registered, err := a.session(ctx)
 		a.mu.Lock()
@@ -38,11 +39,20 @@ func (a *Agent) connectLoop(ctx context.Context) error {
 			return stop
 		}
 		if registered {
-			attempt = 0
+			attempt, tried = 0, 0
+		}
+		lost := a.urls[a.cur.Load()]
+		tried++
+		if n := len(a.urls); n > 1 {
+			a.cur.Store((a.cur.Load() + 1) % int32(n))
+			if tried%n != 0 {
+				a.log.Warn("connection to the orchestrator lost; trying the next one", "url", lost, "error", err, "next", a.urls[a.cur.Load()])
+				continue
+			}
 		}
 		wait := backoff(attempt, a.cfg.ReconnectMin, a.cfg.ReconnectMax, a.jitter())
 		attempt++
-		a.log.Warn("connection to the orchestrator lost", "error", err, "retry_in", wait.String())
+		a.log.Warn("connection to the orchestrator lost", "url", lost, "error", err, "retry_in", wait.String(), "next", a.urls[a.cur.Load()])
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -63,7 +73,8 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		header.Set("Authorization", "Bearer "+a.cfg.Token)
 	}
 	dialCtx, cancel := context.WithTimeout(ctx, a.cfg.DialTimeout)
-	conn, resp, err := websocket.Dial(dialCtx, a.cfg.OrchestratorURL, &websocket.DialOptions{
+	target := a.urls[a.cur.Load()]
+	conn, resp, err := websocket.Dial(dialCtx, target, &websocket.DialOptions{
 		HTTPClient: a.cfg.HTTPClient,
 		HTTPHeader: header,
 	})
@@ -72,7 +83,7 @@ func (a *Agent) session(ctx context.Context) (registered bool, err error) {
 		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
 			return false, &StopError{Code: protocol.CloseUnauthorized, Reason: "HTTP 401 on the WebSocket upgrade: the agent token is missing or unknown"}
 		}
-		return false, fmt.Errorf("dial %q: %w", a.cfg.OrchestratorURL, err)
+		return false, fmt.Errorf("dial %q: %w", target, err)
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(protocol.MaxMessageBytes)

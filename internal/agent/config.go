@@ -51,8 +51,10 @@ const (
 // variables docs/agent.md lists; tests build their own.
 type Config struct {
 	// OrchestratorURL is the orchestrator's agent endpoint, ws:// or wss://,
-	// e.g. ws://127.0.0.1:4000/ws; required. Relative archive URLs of a
-	// dispatch resolve against it (as http:// or https://).
+	// e.g. ws://127.0.0.1:4000/ws; required. Several, comma-separated
+	// (coordinators of one cluster), are tried in turn: a lost or refused
+	// connection moves to the next one. Relative archive URLs of a
+	// dispatch resolve against the one connected (as http:// or https://).
 	OrchestratorURL string
 	// Token is the agent token, sent as "Authorization: Bearer <token>" on
 	// the WebSocket upgrade; empty sends no Authorization header (an
@@ -173,15 +175,35 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// maxOrchestratorURLs bounds the URLs OrchestratorURL may list.
+const maxOrchestratorURLs = 16
+
+// orchestratorURLs splits OrchestratorURL at its commas, without spaces
+// and empty entries.
+func (c Config) orchestratorURLs() []string {
+	var out []string
+	for _, s := range strings.Split(c.OrchestratorURL, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // Validate names the first bad field. Zero values that mean "default" are
 // fine.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.OrchestratorURL)
-	switch {
-	case c.OrchestratorURL == "":
+	urls := c.orchestratorURLs()
+	if len(urls) == 0 {
 		return errors.New("agent config: OrchestratorURL (KICI_ORCHESTRATOR_URL) is required, e.g. ws://127.0.0.1:4000/ws")
-	case err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "":
-		return fmt.Errorf("agent config: OrchestratorURL (KICI_ORCHESTRATOR_URL) %q: want a ws:// or wss:// URL such as ws://127.0.0.1:4000/ws", c.OrchestratorURL)
+	}
+	if len(urls) > maxOrchestratorURLs {
+		return fmt.Errorf("agent config: OrchestratorURL (KICI_ORCHESTRATOR_URL) lists %d URLs, at most %d", len(urls), maxOrchestratorURLs)
+	}
+	for _, raw := range urls {
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+			return fmt.Errorf("agent config: OrchestratorURL (KICI_ORCHESTRATOR_URL) %q: want a ws:// or wss:// URL such as ws://127.0.0.1:4000/ws (several may be listed, comma-separated)", raw)
+		}
 	}
 	if err := checkLabels(c.Labels); err != nil {
 		return fmt.Errorf("agent config: Labels (KICI_LABELS): %w", err)

@@ -28,7 +28,7 @@ type EnvVar struct {
 // EnvVars lists every environment variable of kici-agent, in the order
 // `kici-agent --help` and docs/agent.md show them.
 var EnvVars = []EnvVar{
-	{"KICI_ORCHESTRATOR_URL", "(required)", "The orchestrator's agent endpoint, ws:// or wss://, e.g. ws://127.0.0.1:4000/ws."},
+	{"KICI_ORCHESTRATOR_URL", "(required)", "The orchestrator's agent endpoint, ws:// or wss://, e.g. ws://127.0.0.1:4000/ws; several coordinators' endpoints comma-separated (up to 16), tried in turn when a connection is lost."},
 	{"KICI_AGENT_TOKEN", "(none)", "Agent token (kat_...) from `kici-admin agent-tokens create`, sent as Authorization: Bearer on the WebSocket upgrade. On Linux the agent re-executes itself at start without it in its environment."},
 	{"KICI_AGENT_TOKEN_FILE", "(none)", "A file holding the agent token instead (white space around it is ignored); it must be readable by its owner only. Not with KICI_AGENT_TOKEN."},
 	{"KICI_LABELS", "(none)", "Comma-separated labels. kici:os:<os> and kici:arch:<arch> are added; other labels may not start with kici:."},
