@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -312,7 +313,11 @@ func TestFirecrackerReapsPlantedLeftoversAtStart(t *testing.T) {
 		if err := h.CreateTap(ctx, hostnet.TapName(dead), 10000, 10000); err != nil {
 			return err
 		}
-		if err := h.AllowVM(ctx, hostnet.VMRules{Addr: lease.Address}); err != nil {
+		mac, err := net.ParseMAC(lease.MAC)
+		if err != nil {
+			return err
+		}
+		if err := h.AllowVM(ctx, hostnet.VMRules{Addr: lease.Address, Tap: lease.TAP, MAC: mac}); err != nil {
 			return err
 		}
 		br, err := netlink.LinkByName(w.bridge)

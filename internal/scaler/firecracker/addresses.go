@@ -3,8 +3,10 @@ package firecracker
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 
+	"github.com/kici-dev/kici/internal/scaler/firecracker/hostnet"
 	"github.com/kici-dev/kici/internal/store"
 )
 
@@ -77,4 +79,12 @@ func poolRange(prefix netip.Prefix, gateway netip.Addr) store.AddressRange {
 func MAC(a netip.Addr) string {
 	b := a.As4()
 	return fmt.Sprintf("06:00:AC:%02X:%02X:%02X", b[1], b[2], b[3])
+}
+
+// vmRules are the host rules of a VM at addr behind tap: its traffic
+// confined, and its TAP bound to its MAC (MAC(addr)) and address.
+func vmRules(addr netip.Addr, tap string) hostnet.VMRules {
+	b := addr.As4()
+	mac := net.HardwareAddr{0x06, 0x00, 0xAC, b[1], b[2], b[3]}
+	return hostnet.VMRules{Addr: addr, Tap: tap, MAC: mac}
 }

@@ -42,6 +42,13 @@ func (b *Backend) Recover(ctx context.Context, handles []scaler.Handle) ([]scale
 			continue
 		}
 		v.pid = id.PID
+		// Its rules again: an orchestrator of an earlier version may have
+		// made fewer (the TAP binding), and the rules are idempotent.
+		if addr.IsValid() {
+			if err := b.host.net.AllowVM(ctx, vmRules(addr, v.tap)); err != nil {
+				b.log.Warn("re-apply the rules of a recovered VM", "agent_id", v.id, "error", err)
+			}
+		}
 		if sock, err := openAPI(v.root); err == nil {
 			v.api, v.sock = sock.client, sock
 		}

@@ -208,7 +208,7 @@ func (b *Backend) provision(ctx context.Context, v *vm, req scaler.SpawnRequest,
 	if err := b.host.net.CreateTap(ctx, v.tap, b.cfg.UID, b.cfg.GID); err != nil {
 		return err
 	}
-	if err := b.host.net.AllowVM(ctx, hostnet.VMRules{Addr: addr}); err != nil {
+	if err := b.host.net.AllowVM(ctx, vmRules(addr, v.tap)); err != nil {
 		return err
 	}
 	if err := b.makeJail(ctx, v, req, snap); err != nil {

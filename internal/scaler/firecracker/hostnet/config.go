@@ -37,9 +37,11 @@ type Config struct {
 	// (the orchestrator's); DNS on the gateway is allowed too, every other
 	// connection from the bridge to the host is refused.
 	HostPorts []uint16
-	// Table is the nftables table (family ip) that holds the forward,
-	// baseline and postrouting chains: a letter, then up to 31 letters,
-	// digits, '-' or '_'. It belongs to this Host; it is never deleted.
+	// Table names the two nftables tables: of family ip, with the
+	// forward, baseline, postrouting and input chains, and of family
+	// bridge, with the vm_ports chain. A letter, then up to 31 letters,
+	// digits, '-' or '_'. They belong to this Host; they are never
+	// deleted.
 	Table string
 }
 

@@ -1,6 +1,7 @@
 // Package hostnet is the host side of Firecracker networking: the bridge
-// the microVMs' TAPs are enslaved to, the TAPs themselves, and the
-// nftables table that keeps guests off private networks.
+// the microVMs' TAPs are enslaved to, the TAPs themselves, the nftables
+// table that keeps guests off private networks, and the one that binds
+// each TAP to its guest's MAC and address.
 //
 // Only the Firecracker backend (internal/scaler/firecracker) and the admin
 // surfaces that provision or diagnose a Firecracker host import it. It
@@ -13,11 +14,11 @@
 // # Layout
 //
 // A Host manages one Config: a bridge (say kici-br0 with 10.0.0.1/24), the
-// VM address pool around it, and an nftables table of family ip (say
-// kici) that belongs to this Host alone. EnsureBridge and EnsureFirewall
-// create what is missing and leave what is right; both are idempotent and
-// never delete the table, so re-provisioning a live host keeps every VM's
-// rules. The table holds
+// VM address pool around it, and two nftables tables of one name (say
+// kici), of families ip and bridge, that belong to this Host alone.
+// EnsureBridge and EnsureFirewall create what is missing and leave what is
+// right; both are idempotent and never delete a table, so re-provisioning
+// a live host keeps every VM's rules. The ip table holds
 //
 //	chain forward      filter hook forward priority 0, policy accept
 //	    per-VM rules   inserted at the head by AllowVM, ip saddr <vm>/32
@@ -31,12 +32,30 @@
 //	                   ip saddr <pool> oifname != <bridge> masquerade
 //
 // so a VM's own rules (its allow-list, and a terminal drop when it may
-// reach nothing) are always evaluated before the pool-wide baseline.
+// reach nothing) are always evaluated before the pool-wide baseline. The
+// bridge table holds
+//
+//	chain vm_ports     filter hook prerouting priority -200, policy accept
+//	    per-VM rules   inserted at the head by AllowVM: from the VM's TAP
+//	                   and MAC, accept IPv4 from its address and ARP whose
+//	                   sender is its MAC at its address
+//	    port baseline  exactly one, always the last rule:
+//	                   meta ibrname <bridge> iifname "kici-*" drop
+//
+// so a guest cannot send with another VM's address or MAC, nor tell the
+// host by ARP that another VM's address is its own (the host would then
+// send that VM's traffic to it): prerouting sees each frame before the
+// bridge learns its source MAC, forwards it or passes it to the host.
+// Matching the input bridge's name needs the kernel's nft_meta_bridge;
+// without it EnsureFirewall installs the baseline without meta ibrname,
+// which then drops the unbound frames of kici- ports of every bridge in
+// the namespace, other Hosts' included.
 // Every rule kici writes carries a comment (nftables user data) that says
-// what it is, for instance "kici-vm 10.0.0.2"; rules are found by that
-// comment, never by parsing nft's text output, so 10.0.0.2 never claims
-// 10.0.0.20's rules. EnsureFirewall removes any other rule from forward:
-// the table is kici's, not a place for hand-written rules.
+// what it is, for instance "kici-vm 10.0.0.2" on a VM's rules in both
+// tables; rules are found by that comment, never by parsing nft's text
+// output, so 10.0.0.2 never claims 10.0.0.20's rules. EnsureFirewall
+// removes any other rule from forward and vm_ports: the tables are kici's,
+// not a place for hand-written rules.
 //
 // Each TAP is named kici-<8 hex digits> (TapName), is persistent, is owned
 // by the jailer's uid and gid so that only the jailed VMM can attach to

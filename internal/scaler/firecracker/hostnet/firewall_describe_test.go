@@ -3,6 +3,7 @@
 package hostnet
 
 import (
+	"net"
 	"net/netip"
 	"testing"
 
@@ -12,6 +13,11 @@ import (
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	pool := netip.MustParsePrefix("10.0.0.0/24")
+	h, err := New(Config{Bridge: "kici-br0", Gateway: netip.MustParseAddr("10.0.0.1"), Prefix: pool, Table: "kici"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := VMRules{Addr: netip.MustParseAddr("10.0.0.2"), Tap: "kici-1a2b3c4d", MAC: net.HardwareAddr{0x06, 0, 0xac, 0, 0, 2}}
 	tests := []struct {
 		name  string
 		exprs []expr.Any
@@ -46,6 +52,28 @@ func TestDescribe(t *testing.T) {
 			name:  "jump",
 			exprs: jumpRule(),
 			want:  "jump baseline",
+		},
+		{
+			name:  "port baseline, scoped",
+			exprs: h.portBaseline(true),
+			want:  `meta ibrname "kici-br0" iifname "kici-*" counter drop`,
+		},
+		{
+			name:  "port baseline, unscoped",
+			exprs: h.portBaseline(false),
+			want:  `iifname "kici-*" counter drop`,
+		},
+		{
+			name:  "vm port rules",
+			exprs: rule(vmPortRules(vm)...),
+			want: `iifname "kici-1a2b3c4d" ether saddr 06:00:ac:00:00:02 ether type ip ip saddr 10.0.0.2 counter accept ` +
+				`iifname "kici-1a2b3c4d" ether saddr 06:00:ac:00:00:02 ether type arp arp htype 1 arp ptype ip arp hlen 6 arp plen 4 ` +
+				`arp saddr ether 06:00:ac:00:00:02 arp saddr ip 10.0.0.2 counter accept`,
+		},
+		{
+			name:  "other ether type",
+			exprs: rule(etherType(0x86dd), []expr.Any{verdict(expr.VerdictDrop)}),
+			want:  "ether type 0x86dd drop",
 		},
 		{
 			name:  "foreign expression",

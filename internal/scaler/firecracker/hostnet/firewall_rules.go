@@ -5,6 +5,7 @@ package hostnet
 import (
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -22,6 +23,9 @@ const (
 	chainInput       = "input"
 )
 
+// chainVMPorts is the one chain of the bridge table.
+const chainVMPorts = "vm_ports"
+
 // The comments that say which rule is which. A per-VM rule's comment is
 // vmTagPrefix and the VM's address.
 const (
@@ -30,6 +34,7 @@ const (
 	jumpTag     = "kici-baseline-jump"
 	masqTag     = "kici-masquerade"
 	hostTag     = "kici-host-access"
+	portsTag    = "kici-port-baseline"
 )
 
 // privateNets are the destinations no guest may reach unless allowed:
@@ -46,6 +51,30 @@ const (
 	offSaddr = 12
 	offDaddr = 16
 )
+
+// The Ethernet header offsets of the source address and the EtherType,
+// and the EtherTypes a guest may send.
+const (
+	offEtherSaddr = 6
+	offEtherType  = 12
+	etherTypeIPv4 = 0x0800
+	etherTypeARP  = 0x0806
+)
+
+// The ARP header offsets (RFC 826) of the hardware and protocol types,
+// their lengths, and, for Ethernet and IPv4, the sender's hardware and
+// protocol addresses.
+const (
+	offARPHType = 0
+	offARPPType = 2
+	offARPHLen  = 4
+	offARPPLen  = 5
+	offARPSHA   = 8
+	offARPSPA   = 14
+)
+
+// arpHTypeEther is the ARP hardware type of Ethernet.
+const arpHTypeEther = 1
 
 // vmTag is the comment of addr's per-VM rules.
 func vmTag(addr netip.Addr) string { return vmTagPrefix + addr.String() }
@@ -137,6 +166,70 @@ func iifname(name string) []expr.Any {
 	}
 }
 
+// iifnamePrefix matches packets that came in by an interface whose name
+// starts with prefix: the comparison covers the prefix's bytes only, as
+// nft compiles iifname "prefix*".
+func iifnamePrefix(prefix string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte(prefix)},
+	}
+}
+
+// ibrname matches frames that came in by a port of the bridge called
+// name (nft's meta ibrname). Only the bridge family has it, and only with
+// the kernel's nft_meta_bridge.
+func ibrname(name string) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyBRIIIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname(name)},
+	}
+}
+
+// etherSaddr matches frames whose Ethernet source address is mac.
+func etherSaddr(mac net.HardwareAddr) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: offEtherSaddr, Len: 6},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: slices.Clone(mac)},
+	}
+}
+
+// etherType matches frames of the EtherType typ. A VLAN-tagged frame has
+// the tag's type there, so it never matches IPv4 or ARP.
+func etherType(typ uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: offEtherType, Len: 2},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: binaryutil.BigEndian.PutUint16(typ)},
+	}
+}
+
+// netField matches the bytes at offset off of the network header against
+// want.
+func netField(off uint32, want []byte) []expr.Any {
+	return []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: uint32(len(want))},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: want},
+	}
+}
+
+// arpEtherIPv4 matches ARP packets for Ethernet and IPv4, the only ones
+// whose sender addresses are at offARPSHA and offARPSPA.
+func arpEtherIPv4() []expr.Any {
+	return rule(
+		netField(offARPHType, binaryutil.BigEndian.PutUint16(arpHTypeEther)),
+		netField(offARPPType, binaryutil.BigEndian.PutUint16(etherTypeIPv4)),
+		netField(offARPHLen, []byte{6}),
+		netField(offARPPLen, []byte{4}),
+	)
+}
+
+// arpSender matches ARP packets (of arpEtherIPv4) whose sender is mac at
+// addr.
+func arpSender(mac net.HardwareAddr, addr netip.Addr) []expr.Any {
+	a := addr.As4()
+	return rule(netField(offARPSHA, slices.Clone(mac)), netField(offARPSPA, a[:]))
+}
+
 // notFrom matches packets whose source address is outside p.
 func notFrom(p netip.Prefix) []expr.Any {
 	e := matchAddr(offSaddr, p)
@@ -179,6 +272,64 @@ func rule(parts ...[]expr.Any) []expr.Any {
 // table is the Host's nftables table.
 func (h *Host) table() *nftables.Table {
 	return &nftables.Table{Name: h.cfg.Table, Family: nftables.TableFamilyIPv4}
+}
+
+// bridgeTable is the Host's table of family bridge: the same name as
+// table, where frames are seen per bridge port, before the bridge
+// forwards them or hands them up to the host.
+func (h *Host) bridgeTable() *nftables.Table {
+	return &nftables.Table{Name: h.cfg.Table, Family: nftables.TableFamilyBridge}
+}
+
+// bridgePriorityFilter is what nft's "priority filter" means in a bridge
+// table (NF_BR_PRI_FILTER_BRIDGED), -200, not the 0 of the ip family.
+var bridgePriorityFilter = nftables.ChainPriorityRef(-200)
+
+// vmPortsChain is the bridge table's hooked chain, which binds each VM's
+// TAP to the VM's MAC and address. It hooks prerouting, which sees every
+// frame a port brings in before the bridge learns its source MAC, forwards
+// it or passes it up to the host (whose ARP table it might update).
+func vmPortsChain(t *nftables.Table) *nftables.Chain {
+	accept := nftables.ChainPolicyAccept
+	return &nftables.Chain{
+		Name: chainVMPorts, Table: t, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookPrerouting, Priority: bridgePriorityFilter, Policy: &accept,
+	}
+}
+
+// portBaseline is the expression of vm_ports' last rule: drop, counting
+// them, the frames that came in by a port named tapPrefix-something and
+// that no VM's rule accepted. With scoped, only ports of the configured
+// bridge are concerned (meta ibrname), so that the Hosts of other bridges
+// in the namespace keep their own guests' frames; without it (a kernel
+// without nft_meta_bridge) every such port of every bridge is. The probe
+// TAP is named so too: it never carries traffic.
+func (h *Host) portBaseline(scoped bool) []expr.Any {
+	var br []expr.Any
+	if scoped {
+		br = ibrname(h.cfg.Bridge)
+	}
+	return rule(br, iifnamePrefix(tapPrefix), []expr.Any{&expr.Counter{}, verdict(expr.VerdictDrop)})
+}
+
+// portBaselines are the descriptions Verify accepts for vm_ports' last
+// rule: the scoped one first.
+func (h *Host) portBaselines() []string {
+	return []string{describe(h.portBaseline(true)), describe(h.portBaseline(false))}
+}
+
+// vmPortRules are the expressions of vm's rules in vm_ports: accept what
+// comes in by vm.Tap from vm.MAC, if it is IPv4 from vm.Addr or ARP whose
+// sender is vm.MAC at vm.Addr. Each counts the frames it matches. The
+// rest of the TAP's frames (another source, IPv6, another EtherType, a
+// VLAN tag) meet the baseline drop.
+func vmPortRules(vm VMRules) [][]expr.Any {
+	port := func() []expr.Any { return rule(iifname(vm.Tap), etherSaddr(vm.MAC)) }
+	accept := func() []expr.Any { return []expr.Any{&expr.Counter{}, verdict(expr.VerdictAccept)} }
+	return [][]expr.Any{
+		rule(port(), etherType(etherTypeIPv4), matchAddr(offSaddr, host(vm.Addr)), accept()),
+		rule(port(), etherType(etherTypeARP), arpEtherIPv4(), arpSender(vm.MAC, vm.Addr), accept()),
+	}
 }
 
 // forwardChain is the hooked filter chain the per-VM rules live in.

@@ -4,6 +4,7 @@ package hostnet
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -52,13 +53,29 @@ func testHost(t *testing.T) (*Host, int) {
 		}
 		c, err := nftables.New()
 		if err == nil {
-			if st, _ := h.readTable(c); st.exists {
-				c.DelTable(h.table())
-				_ = c.Flush()
+			for _, tb := range []*nftables.Table{h.table(), h.bridgeTable()} {
+				if st, _ := h.readTableOf(c, tb); st.exists {
+					c.DelTable(tb)
+				}
 			}
+			_ = c.Flush()
 		}
 	})
 	return h, n
+}
+
+// guestVM is the VM at .<last> of test host n's pool, with TAP
+// tapName(n, last) and the MAC guestMAC gives its address.
+func guestVM(n int, last byte) VMRules {
+	a := poolAddr(n, last)
+	return VMRules{Addr: a, Tap: tapName(n, int(last)), MAC: guestMAC(a)}
+}
+
+// guestMAC is the MAC of a, by the scheme of the firecracker backend
+// (06:00:AC and a's last three octets).
+func guestMAC(a netip.Addr) net.HardwareAddr {
+	b := a.As4()
+	return net.HardwareAddr{0x06, 0x00, 0xAC, b[1], b[2], b[3]}
 }
 
 // poolAddr is the address .<last> of test host n's pool.
@@ -118,17 +135,34 @@ func chainRules(t *testing.T, h *Host, chain string) []string {
 	return out
 }
 
+// portRules reads the rules of the test bridge table's vm_ports chain
+// back from the kernel, rendered as chainRules does.
+func portRules(t *testing.T, h *Host) []string {
+	t.Helper()
+	var out []string
+	for _, r := range rawRulesIn(t, h.bridgeTable(), chainVMPorts) {
+		c, _ := comment(r.UserData)
+		out = append(out, c+": "+describe(r.Exprs))
+	}
+	return out
+}
+
 // rawRules reads the rules of the test table's chain.
 func rawRules(t *testing.T, h *Host, chain string) []*nftables.Rule {
+	t.Helper()
+	return rawRulesIn(t, h.table(), chain)
+}
+
+// rawRulesIn reads the rules of tb's chain.
+func rawRulesIn(t *testing.T, tb *nftables.Table, chain string) []*nftables.Rule {
 	t.Helper()
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatalf("nftables.New: %v", err)
 	}
-	tb := h.table()
 	rules, err := c.GetRules(tb, &nftables.Chain{Name: chain, Table: tb})
 	if err != nil {
-		t.Fatalf("GetRules(%s %s): %v", tb.Name, chain, err)
+		t.Fatalf("GetRules(%s %s %s): %v", familyName(tb.Family), tb.Name, chain, err)
 	}
 	return rules
 }
@@ -136,13 +170,19 @@ func rawRules(t *testing.T, h *Host, chain string) []*nftables.Rule {
 // chains reads the test table's chains by name.
 func chains(t *testing.T, h *Host) map[string]*nftables.Chain {
 	t.Helper()
+	return chainsOf(t, h, h.table())
+}
+
+// chainsOf reads the chains of the test table of tb's family by name.
+func chainsOf(t *testing.T, h *Host, tb *nftables.Table) map[string]*nftables.Chain {
+	t.Helper()
 	c, err := nftables.New()
 	if err != nil {
 		t.Fatalf("nftables.New: %v", err)
 	}
-	st, err := h.readTable(c)
+	st, err := h.readTableOf(c, tb)
 	if err != nil {
-		t.Fatalf("read table %s: %v", h.cfg.Table, err)
+		t.Fatalf("read table %s %s: %v", familyName(tb.Family), tb.Name, err)
 	}
 	return st.chains
 }

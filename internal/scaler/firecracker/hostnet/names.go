@@ -14,6 +14,11 @@ const TapPattern = `^kici-[0-9a-f]{8}$`
 
 var tapRE = regexp.MustCompile(TapPattern)
 
+// tapPrefix is what every name of TapPattern, and the probe TAP's, starts
+// with. The bridge table drops the frames of every port so named that has
+// no rules of its own.
+const tapPrefix = "kici-"
+
 // probeTap is the TAP ProbeIsolation creates and deletes. It is outside
 // TapPattern, so no sweep ever counts it as a VM's.
 const probeTap = "kici-isoprobe"
@@ -26,7 +31,7 @@ func TapName(vmID string) string {
 	if len(vmID) > 8 {
 		vmID = vmID[len(vmID)-8:]
 	}
-	return "kici-" + strings.ToLower(vmID)
+	return tapPrefix + strings.ToLower(vmID)
 }
 
 // IsTapName reports whether name matches TapPattern.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/google/nftables"
@@ -43,10 +44,12 @@ const provisionNote = " (the orchestrator runs it at start-up under autoProvisio
 // means healthy: the bridge exists, is a bridge, is administratively up
 // (its operational state may be down while it has no ports), and has
 // Gateway/Prefix.Bits(); every kici TAP enslaved to it has bridge port
-// isolation on; IPv4 forwarding is on; and the table has its forward
+// isolation on; IPv4 forwarding is on; the ip table has its forward
 // chain ending in exactly one jump to a baseline chain of the expected
-// rules, and a postrouting chain with the masquerade rule. A part that
-// cannot be read is a problem too. Verify changes nothing.
+// rules, a postrouting chain with the masquerade rule and an input chain
+// of the expected rules; and the bridge table has its vm_ports chain
+// ending in exactly one drop of kici's ports. A part that cannot be read
+// is a problem too. Verify changes nothing.
 func (h *Host) Verify(ctx context.Context) []Problem {
 	var ps []Problem
 	for _, check := range []func() []Problem{h.verifyBridge, h.verifyForwarding, h.verifyFirewall} {
@@ -113,33 +116,55 @@ func (h *Host) verifyForwarding() []Problem {
 	return nil
 }
 
-// verifyFirewall checks the table's chains and kici's own rules in them.
+// verifyFirewall checks both tables' chains and kici's own rules in them.
 func (h *Host) verifyFirewall() []Problem {
-	tobj := fmt.Sprintf("nftables table ip %s", h.cfg.Table)
-	cobj := func(chain string) string { return fmt.Sprintf("nftables chain ip %s %s", h.cfg.Table, chain) }
-	unreadable := func(obj string, err error) []Problem {
-		return []Problem{{Object: obj, Miss: "cannot be read: " + err.Error(), Fix: "run as root or with CAP_NET_ADMIN"}}
-	}
 	c, err := nftables.New(nftables.AsLasting())
 	if err != nil {
-		return unreadable(tobj, err)
+		return []Problem{{Object: fmt.Sprintf("nftables tables ip and bridge %s", h.cfg.Table), Miss: "cannot be read: " + err.Error(), Fix: "run as root or with CAP_NET_ADMIN"}}
 	}
 	defer c.CloseLasting()
-	st, err := h.readTable(c)
+	ps := h.verifyTable(c, h.table(), "so guests are not confined", []chainCheck{
+		{forwardChain(nil), checkForward},
+		{baselineChain(nil), func(r []*nftables.Rule) string { return checkRules(r, h.baselineRules()) }},
+		{postroutingChain(nil), func(r []*nftables.Rule) string { return checkRules(r, [][]expr.Any{h.masqRule()}) }},
+		{inputChain(nil), func(r []*nftables.Rule) string { return checkRules(r, h.hostRules()) }},
+	})
+	return append(ps, h.verifyTable(c, h.bridgeTable(), "so guests can send with other VMs' addresses and poison the host's ARP table", []chainCheck{
+		{vmPortsChain(nil), func(r []*nftables.Rule) string {
+			return checkTail(r, h.portBaselines(), "so frames of a TAP without a VM's rules pass")
+		}},
+	})...)
+}
+
+// chainCheck is a chain a table must have and what to check of its rules:
+// check says what is wrong with them, "" when nothing.
+type chainCheck struct {
+	want  *nftables.Chain
+	check func([]*nftables.Rule) string
+}
+
+// verifyTable checks that the table of t's name and family exists, and
+// each chain of checks in it; absent says what a missing table costs.
+func (h *Host) verifyTable(c *nftables.Conn, t *nftables.Table, absent string, checks []chainCheck) []Problem {
+	fam := familyName(t.Family)
+	tobj := fmt.Sprintf("nftables table %s %s", fam, t.Name)
+	cobj := func(chain string) string { return fmt.Sprintf("nftables chain %s %s %s", fam, t.Name, chain) }
+	unreadable := func(obj string, err error) Problem {
+		return Problem{Object: obj, Miss: "cannot be read: " + err.Error(), Fix: "run as root or with CAP_NET_ADMIN"}
+	}
+	st, err := h.readTableOf(c, t)
 	if err != nil {
-		return unreadable(tobj, err)
+		return []Problem{unreadable(tobj, err)}
 	}
 	if !st.exists {
-		return []Problem{{Object: tobj, Miss: "does not exist, so guests are not confined", Fix: firewallFix("creates it"), Provisioned: true}}
-	}
-	missing := func(chain string) Problem {
-		return Problem{Object: cobj(chain), Miss: "does not exist", Fix: firewallFix("creates it"), Provisioned: true}
+		return []Problem{{Object: tobj, Miss: "does not exist, " + absent, Fix: firewallFix("creates it"), Provisioned: true}}
 	}
 	var ps []Problem
-	for _, want := range []*nftables.Chain{forwardChain(nil), baselineChain(nil), postroutingChain(nil), inputChain(nil)} {
+	for _, cc := range checks {
+		want := cc.want
 		got := st.chains[want.Name]
 		if got == nil {
-			ps = append(ps, missing(want.Name))
+			ps = append(ps, Problem{Object: cobj(want.Name), Miss: "does not exist", Fix: firewallFix("creates it"), Provisioned: true})
 			continue
 		}
 		if g, w := chainKind(got), chainKind(want); g != w {
@@ -150,23 +175,12 @@ func (h *Host) verifyFirewall() []Problem {
 			ps = append(ps, p)
 			continue
 		}
-		rules, err := h.rulesOf(c, want.Name)
+		rules, err := h.rulesIn(c, t, want.Name)
 		if err != nil {
-			ps = append(ps, unreadable(cobj(want.Name), err)...)
+			ps = append(ps, unreadable(cobj(want.Name), err))
 			continue
 		}
-		var miss string
-		switch want.Name {
-		case chainForward:
-			miss = checkForward(rules)
-		case chainBaseline:
-			miss = checkRules(rules, h.baselineRules())
-		case chainPostrouting:
-			miss = checkRules(rules, [][]expr.Any{h.masqRule()})
-		case chainInput:
-			miss = checkRules(rules, h.hostRules())
-		}
-		if miss != "" {
+		if miss := cc.check(rules); miss != "" {
 			ps = append(ps, Problem{Object: cobj(want.Name), Miss: miss, Fix: firewallFix("rewrites kici's rules and keeps the VMs'"), Provisioned: true})
 		}
 	}
@@ -203,20 +217,25 @@ func samePolicyless(a, b *nftables.Chain) bool {
 // checkForward says what is wrong with forward's rules: the last must be
 // the only jump to baseline.
 func checkForward(rules []*nftables.Rule) string {
-	want := describe(jumpRule())
-	jumps := 0
+	return checkTail(rules, []string{describe(jumpRule())}, "so the baseline is never evaluated")
+}
+
+// checkTail says what is wrong with a chain whose last rule must be the
+// only one described as one of want; none says what its absence costs.
+func checkTail(rules []*nftables.Rule, want []string, none string) string {
+	tails := 0
 	for _, r := range rules {
-		if describe(r.Exprs) == want {
-			jumps++
+		if slices.Contains(want, describe(r.Exprs)) {
+			tails++
 		}
 	}
 	switch {
-	case jumps == 0:
-		return "has no rule " + want + ", so the baseline is never evaluated"
-	case jumps > 1:
-		return fmt.Sprintf("has %d rules %s, want one", jumps, want)
-	case describe(rules[len(rules)-1].Exprs) != want:
-		return fmt.Sprintf("ends with %q, not %q, so some rules are evaluated after the baseline", describe(rules[len(rules)-1].Exprs), want)
+	case tails == 0:
+		return "has no rule " + want[0] + ", " + none
+	case tails > 1:
+		return fmt.Sprintf("has %d rules %s, want one", tails, want[0])
+	case !slices.Contains(want, describe(rules[len(rules)-1].Exprs)):
+		return fmt.Sprintf("ends with %q, not %q, so some rules are evaluated after it", describe(rules[len(rules)-1].Exprs), want[0])
 	}
 	return ""
 }

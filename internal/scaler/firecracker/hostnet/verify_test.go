@@ -54,10 +54,11 @@ func TestVerifyHealthy(t *testing.T) {
 	t.Parallel()
 	h, n := testHost(t)
 	provision(t, h)
-	if err := h.CreateTap(t.Context(), tapName(n, 1), 10000, 10000); err != nil {
+	vm := guestVM(n, 2)
+	if err := h.CreateTap(t.Context(), vm.Tap, 10000, 10000); err != nil {
 		t.Fatalf("CreateTap: %v", err)
 	}
-	if err := h.AllowVM(t.Context(), VMRules{Addr: poolAddr(n, 2)}); err != nil {
+	if err := h.AllowVM(t.Context(), vm); err != nil {
 		t.Fatalf("AllowVM: %v", err)
 	}
 	if ps := h.Verify(t.Context()); len(ps) != 0 {
@@ -184,6 +185,57 @@ func TestVerifyReports(t *testing.T) {
 			name: "nat rule missing", object: "postrouting", miss: "lacks rule 1", provisioned: true,
 			plant: func(t *testing.T, h *Host, _ int) {
 				nftBatch(t, func(c *nftables.Conn) { c.FlushChain(postroutingChain(h.table())) })
+			},
+		},
+		{
+			name: "bridge table absent", object: "nftables table bridge kt", miss: "does not exist, so guests can send with other VMs' addresses", provisioned: true,
+			plant: func(t *testing.T, h *Host, _ int) {
+				nftBatch(t, func(c *nftables.Conn) { c.DelTable(h.bridgeTable()) })
+			},
+		},
+		{
+			name: "vm_ports chain absent", object: "nftables chain bridge kt", miss: "does not exist", provisioned: true,
+			plant: func(t *testing.T, h *Host, _ int) {
+				nftBatch(t, func(c *nftables.Conn) {
+					c.FlushChain(vmPortsChain(h.bridgeTable()))
+					c.DelChain(vmPortsChain(h.bridgeTable()))
+				})
+			},
+		},
+		{
+			name: "vm_ports of another priority", object: "vm_ports", miss: "priority 0 policy accept, not type filter hook prerouting priority -200",
+			plant: func(t *testing.T, h *Host, _ int) {
+				ch := vmPortsChain(h.bridgeTable())
+				nftBatch(t, func(c *nftables.Conn) {
+					c.FlushChain(ch)
+					c.DelChain(ch)
+					ch.Priority = nftables.ChainPriorityFilter
+					c.AddChain(ch)
+				})
+			},
+		},
+		{
+			name: "port baseline missing", object: "vm_ports", miss: `has no rule meta ibrname "ktbr`, provisioned: true,
+			plant: func(t *testing.T, h *Host, _ int) {
+				nftBatch(t, func(c *nftables.Conn) { c.FlushChain(vmPortsChain(h.bridgeTable())) })
+			},
+		},
+		{
+			name: "second port baseline", object: "vm_ports", miss: "has 2 rules", provisioned: true,
+			plant: func(t *testing.T, h *Host, _ int) {
+				bt := h.bridgeTable()
+				nftBatch(t, func(c *nftables.Conn) {
+					c.InsertRule(&nftables.Rule{Table: bt, Chain: vmPortsChain(bt), Exprs: h.portBaseline(false)})
+				})
+			},
+		},
+		{
+			name: "rule after the port baseline", object: "vm_ports", miss: "ends with", provisioned: true,
+			plant: func(t *testing.T, h *Host, _ int) {
+				bt := h.bridgeTable()
+				nftBatch(t, func(c *nftables.Conn) {
+					c.AddRule(&nftables.Rule{Table: bt, Chain: vmPortsChain(bt), Exprs: []expr.Any{verdict(expr.VerdictAccept)}})
+				})
 			},
 		},
 	}
