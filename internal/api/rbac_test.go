@@ -150,9 +150,7 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			// orchestrator wires its scheduler's cache into api.Config.)
 			"GET /api/v1/schedules": static("/api/v1/schedules", "", http.StatusOK),
 			"GET /api/v1/agents":    static("/api/v1/agents", "", http.StatusOK),
-			// The test orchestrator has no peer lister: the handler's own 503
-			// shows the guard let the caller through.
-			"GET /api/v1/peers": static("/api/v1/peers", "", http.StatusServiceUnavailable),
+			"GET /api/v1/peers":     static("/api/v1/peers", "", http.StatusOK),
 			"POST /api/v1/agents/{id}/drain": func(t *testing.T) (string, string, int) {
 				return "/api/v1/agents/" + unique("host-") + "/drain", `{"reason": "walk"}`, http.StatusOK
 			},
