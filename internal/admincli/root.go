@@ -193,7 +193,8 @@ success), 2 on a bad command line.`,
 			newScalerStatusCmd(a), newScalerReloadCmd(a), newScalerRetryCmd(a),
 			group("orphans", []string{"orphan"}, "List the scalers' live compute and stop what nothing tracks",
 				newScalerOrphansListCmd(a), newScalerOrphansStopCmd(a))),
-		group("peers", []string{"peer"}, "Show the orchestrators of a cluster and which one leads", newPeersListCmd(a)),
+		group("peers", []string{"peer"}, "Show the orchestrators of a cluster and which one leads; forget departed ones",
+			newPeersListCmd(a), newPeersForgetCmd(a)),
 		newDiagnoseCmd(a),
 	)
 	return root

@@ -195,6 +195,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/schedules", adminToken, auth.RunRead, "schedule.list", s.listSchedules},
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
 		{"GET /api/v1/peers", adminToken, auth.ScalerRead, "peer.list", s.listPeers},
+		{"DELETE /api/v1/peers/{id}", adminToken, auth.PeerManage, "peer.forget", s.forgetPeer},
 		{"POST /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.drain", s.drainAgent},
 		{"DELETE /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.undrain", s.undrainAgent},
 		{"POST /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.create", s.createAgentToken},

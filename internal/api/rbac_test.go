@@ -151,6 +151,8 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			"GET /api/v1/schedules": static("/api/v1/schedules", "", http.StatusOK),
 			"GET /api/v1/agents":    static("/api/v1/agents", "", http.StatusOK),
 			"GET /api/v1/peers":     static("/api/v1/peers", "", http.StatusOK),
+			// A peer no one knows: the guard let the caller through to 404.
+			"DELETE /api/v1/peers/{id}": static("/api/v1/peers/no-such-peer", "", http.StatusNotFound),
 			"POST /api/v1/agents/{id}/drain": func(t *testing.T) (string, string, int) {
 				return "/api/v1/agents/" + unique("host-") + "/drain", `{"reason": "walk"}`, http.StatusOK
 			},

@@ -58,25 +58,3 @@ func filterSchedules(list apiv1.ScheduleList, source string) apiv1.ScheduleList 
 	}
 	return out
 }
-
-// PeerLister answers GET /api/v1/peers.
-type PeerLister interface {
-	ListPeers(ctx context.Context) (apiv1.PeerList, error)
-}
-
-// listPeers answers GET /api/v1/peers with the lister's list.
-func (s *Server) listPeers(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Peers == nil {
-		writeError(w, http.StatusServiceUnavailable, "the peer list is not available on this orchestrator")
-		return
-	}
-	list, err := s.cfg.Peers.ListPeers(r.Context())
-	if err != nil {
-		s.storeError(w, "list peers", err)
-		return
-	}
-	if list.Peers == nil {
-		list.Peers = []apiv1.Peer{}
-	}
-	writeJSON(w, http.StatusOK, list)
-}

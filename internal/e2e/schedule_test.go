@@ -215,4 +215,9 @@ func TestCoordinatorsElectOneLeader(t *testing.T) {
 		}
 		return false
 	})
+	// Gone, but seen seconds ago: not forgotten yet; nor is the survivor
+	// itself; an unknown id is not found.
+	other.api(t, "DELETE", "/api/v1/peers/"+deadID, nil, nil, http.StatusConflict)
+	other.api(t, "DELETE", "/api/v1/peers/"+peers(other).Self, nil, nil, http.StatusConflict)
+	other.api(t, "DELETE", "/api/v1/peers/no-such-peer", nil, nil, http.StatusNotFound)
 }

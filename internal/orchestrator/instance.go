@@ -157,3 +157,21 @@ func (s *Server) ListPeers(ctx context.Context) (apiv1.PeerList, error) {
 	}
 	return out, nil
 }
+
+// peerForgetQuiet is how long a peer must have been silent before it may
+// be forgotten.
+const peerForgetQuiet = 30 * time.Second
+
+// ForgetPeer drops the row of a departed coordinator (DELETE
+// /api/v1/peers/{id}). This process, a live one and one heard from in the
+// last 30 s are refused; a standalone orchestrator on SQLite knows no
+// other peer.
+func (s *Server) ForgetPeer(ctx context.Context, id string) error {
+	if id == s.self.ID {
+		return fmt.Errorf("it is the orchestrator answering: %w", store.ErrPeerRecent)
+	}
+	if s.cfg.DatabaseURL == "" {
+		return fmt.Errorf("peer %q: %w", id, store.ErrNotFound)
+	}
+	return s.db.ForgetInstance(ctx, id, peerForgetQuiet)
+}

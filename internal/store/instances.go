@@ -187,3 +187,37 @@ func (q *queries) instancesLockKey(ctx context.Context) (int64, error) {
 	h.Write([]byte("kici-instances:" + schema.String))
 	return int64(h.Sum64()), nil
 }
+
+// ErrPeerRecent is returned (wrapped) by ForgetInstance for an instance
+// that is live or was heard from too recently to be called departed.
+var ErrPeerRecent = errors.New("still live or seen recently")
+
+// ForgetInstance removes the row of a departed instance: one whose row
+// has expired and whose last heartbeat is older than quiet, by the
+// store's clock. ErrNotFound if there is no such row, ErrPeerRecent
+// (with when it was last seen) if it is live or was seen within quiet.
+func (db *DB) ForgetInstance(ctx context.Context, id string, quiet time.Duration) error {
+	err := db.Tx(ctx, func(tx *Tx) error {
+		list, err := tx.listInstances(ctx)
+		if err != nil {
+			return err
+		}
+		now := normTime(tx.clock.Now())
+		for _, i := range list {
+			if i.ID != id {
+				continue
+			}
+			if i.ExpiresAt.After(now) || now.Sub(i.HeartbeatAt) < quiet {
+				return fmt.Errorf("instance %q was last seen %s ago (forget needs it gone for %s): %w",
+					id, now.Sub(i.HeartbeatAt).Round(time.Second), quiet, ErrPeerRecent)
+			}
+			_, err := tx.exec(ctx, "DELETE FROM orchestrator_instances WHERE id = ?", id)
+			return classify(err)
+		}
+		return fmt.Errorf("instance %q: %w", id, ErrNotFound)
+	})
+	if err != nil {
+		return fmt.Errorf("forget instance: %w", err)
+	}
+	return nil
+}

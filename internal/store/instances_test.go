@@ -192,3 +192,37 @@ func TestRegisterCoordinators(t *testing.T) {
 		})
 	}
 }
+
+// TestForgetInstance: a live instance, or one seen within the quiet
+// time, is refused; a departed one goes; an unknown one is not found.
+func TestForgetInstance(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			clock := newTestClock()
+			db, _ := twoHandles(t, e, clock)
+			ctx := t.Context()
+			if _, err := db.RegisterInstance(ctx, Instance{ID: "gone", Role: InstanceCoordinator}, 10*time.Second, ""); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.ForgetInstance(ctx, "gone", 30*time.Second); !errors.Is(err, ErrPeerRecent) {
+				t.Fatalf("forget a live instance: %v, want ErrPeerRecent", err)
+			}
+			clock.advance(20 * time.Second) // expired, but seen 20 s ago
+			if err := db.ForgetInstance(ctx, "gone", 30*time.Second); !errors.Is(err, ErrPeerRecent) || !strings.Contains(err.Error(), "20s ago") {
+				t.Fatalf("forget an instance seen 20 s ago: %v, want ErrPeerRecent saying when", err)
+			}
+			clock.advance(11 * time.Second)
+			if err := db.ForgetInstance(ctx, "gone", 30*time.Second); err != nil {
+				t.Fatalf("forget a departed instance: %v", err)
+			}
+			if list, _ := db.ListInstances(ctx); len(list) != 0 {
+				t.Fatalf("instances after the forget: %+v", list)
+			}
+			if err := db.ForgetInstance(ctx, "gone", 30*time.Second); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("forget it again: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/store"
+)
+
+// PeerLister answers GET /api/v1/peers and DELETE /api/v1/peers/{id}.
+type PeerLister interface {
+	ListPeers(ctx context.Context) (apiv1.PeerList, error)
+	// ForgetPeer drops a departed peer: store.ErrNotFound for an unknown
+	// one, store.ErrPeerRecent for one that is live, seen recently, or
+	// the answering orchestrator itself.
+	ForgetPeer(ctx context.Context, id string) error
+}
+
+// listPeers answers GET /api/v1/peers with the lister's list.
+func (s *Server) listPeers(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Peers == nil {
+		writeError(w, http.StatusServiceUnavailable, "the peer list is not available on this orchestrator")
+		return
+	}
+	list, err := s.cfg.Peers.ListPeers(r.Context())
+	if err != nil {
+		s.storeError(w, "list peers", err)
+		return
+	}
+	if list.Peers == nil {
+		list.Peers = []apiv1.Peer{}
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// forgetPeer answers DELETE /api/v1/peers/{id}: 204 once the departed
+// peer is dropped, 404 for an unknown one, 409 for one that is not gone.
+func (s *Server) forgetPeer(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	audited(r, "peer:"+id, "")
+	if s.cfg.Peers == nil {
+		writeError(w, http.StatusServiceUnavailable, "peers are not available on this orchestrator")
+		return
+	}
+	err := s.cfg.Peers.ForgetPeer(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("peer %q is not known", id))
+	case errors.Is(err, store.ErrPeerRecent):
+		writeError(w, http.StatusConflict, fmt.Sprintf("peer %q: %v", id, err))
+	case err != nil:
+		s.storeError(w, fmt.Sprintf("peer %q", id), err)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
