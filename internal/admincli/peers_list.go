@@ -20,7 +20,7 @@ func newPeersListCmd(a *app) *cobra.Command {
 		Long: `List the nodes of the cluster as the answering orchestrator sees them:
 each one's id, role, public URL, whether its heartbeat is current and when
 it was last seen. LEADER marks the node that runs the singleton duties
-(retention, GitHub check reports), and SELF the one that answered. A
+(retention, the delivery-id purge), and SELF the one that answered. A
 standalone orchestrator lists itself, as its own leader. -o json prints
 {"self": ID, "leader": ID, "peers": [...]}; "leader" is "" while no
 coordinator holds the leader lease.`,

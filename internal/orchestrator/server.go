@@ -300,9 +300,10 @@ func (s *Server) Run(ctx context.Context) error {
 	bg.Go(func() { duty(s.retain) })
 	bg.Go(func() { _ = s.schedules.Run(ctx) }) // it logs its own failures
 	if s.checks != nil {
-		// Check runs are reported by the leader alone, so that two
-		// coordinators never create one run's check twice.
-		bg.Go(func() { duty(func(ctx context.Context) { _ = s.checks.Run(ctx) }) }) // it logs its own failures
+		// Every coordinator reports: each one's reporter is told of the
+		// changes it makes (the runs its agents advance), which the
+		// leader's would not hear of.
+		bg.Go(func() { _ = s.checks.Run(ctx) }) // it logs its own failures
 	}
 	if s.scalers != nil {
 		bg.Go(func() { s.scalers.reloadOnSIGHUP(ctx) })
