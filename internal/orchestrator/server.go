@@ -48,8 +48,6 @@ type Server struct {
 	ws      *agentws.Handler
 	metrics *metrics.Registry
 	scalers *scalers
-	// elector is the leader election of a coordinator (nil standalone).
-	elector *leader.Elector
 	secrets *secrets.Service
 	checks  *checks.Reporter // nil when runs are not reported to GitHub
 	// schedules starts the runs of schedule triggers.
@@ -389,7 +387,6 @@ func (s *Server) singletonDuties(ctx context.Context, bg *sync.WaitGroup) (func(
 	if err != nil {
 		return nil, fmt.Errorf("leader election: %w", err)
 	}
-	s.elector = e
 	bg.Go(func() { e.Run(ctx) })
 	bg.Go(func() {
 		e.WhileLeader(ctx, func(ctx context.Context) {
