@@ -59,7 +59,7 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 		old.retire()
 		deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
 		for _, jobID := range old.BusyJobs() {
-			if _, err := d.db.SetRecovery(ctx, jobID, a.ID, deadline); err != nil {
+			if _, err := d.db.SetRecovery(ctx, d.cfg.Instance, jobID, a.ID, deadline); err != nil {
 				return nil, fmt.Errorf("hold job %q of the replaced connection of agent %q: %w", jobID, a.ID, err)
 			}
 		}
@@ -73,18 +73,16 @@ func (d *Dispatcher) Register(ctx context.Context, a *Agent, inFlight []protocol
 		if job.AgentID != a.ID || (job.Status != store.JobDispatched && job.Status != store.JobRunning) {
 			continue
 		}
-		reclaimed, err := d.db.ClearRecovery(ctx, job.ID, a.ID)
+		// The row becomes this instance's, whichever instance dispatched
+		// it (the agent may have moved here from another coordinator),
+		// and stops waiting for the agent. A job the recovery sweep ended
+		// meanwhile has no row left: it is not the agent's any more.
+		reclaimed, err := d.db.Reclaim(ctx, d.cfg.Instance, job.ID, a.ID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return nil, fmt.Errorf("reclaim job %q for agent %q: %w", job.ID, a.ID, err)
 		}
 		if !reclaimed {
-			// Not waiting for this agent: still its own only if the row
-			// is dispatched to it (a connection replaced before its end
-			// was seen); a job the recovery sweep ended meanwhile is not.
-			e, err := d.db.GetQueueEntry(ctx, job.ID)
-			if err != nil || e.Status != store.QueueDispatched || e.AgentID != a.ID {
-				continue
-			}
+			continue
 		}
 		a.take(job.ID)
 		d.setAttempt(job.ID, job.Attempt)
@@ -177,7 +175,7 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 		defer d.scaler.OnAgentDisconnected(a.ID)
 	}
 	deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
-	waiting := 0
+	waiting, elsewhere := 0, 0
 	for _, jobID := range a.BusyJobs() {
 		entry, err := d.db.GetQueueEntry(ctx, jobID)
 		if err != nil {
@@ -199,13 +197,20 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 			}
 			continue
 		}
-		if _, err := d.db.SetRecovery(ctx, jobID, a.ID, deadline); err != nil {
+		ok, err := d.db.SetRecovery(ctx, d.cfg.Instance, jobID, a.ID, deadline)
+		if err != nil {
 			d.log.Error("set recovery window failed", "job_id", jobID, "agent_id", a.ID, "error", err)
 			continue
 		}
-		waiting++
+		if ok {
+			waiting++
+		} else {
+			elsewhere++ // the agent reclaimed it on another instance
+		}
 	}
-	if waiting == 0 && strings.HasPrefix(a.Credential, "token:") {
+	// An agent that moved to another instance with its jobs keeps its id
+	// bound there.
+	if waiting == 0 && elsewhere == 0 && strings.HasPrefix(a.Credential, "token:") {
 		unlock := d.ids.lock(a.ID)
 		if d.reg.get(a.ID) == nil { // not registered again meanwhile
 			if err := d.db.UnbindAgent(ctx, a.ID, a.Credential); err != nil {
@@ -222,7 +227,9 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 // (waiting, queued, or on an agent that is gone) end cancelled at once, all
 // in one transaction, so no waiting job is skipped because an upstream was
 // cancelled first; agents running one are told to stop it (force skips the
-// grace period) and report the end themselves. It returns the run as the
+// grace period) and report the end themselves. A job whose agent is held
+// by another live instance gets a cancel request on its queue row, which
+// that instance sends on. It returns the run as the
 // cancel left it, read in the same transaction: once the run has ended,
 // retention may delete it at any moment, so a read after the commit could
 // find nothing.
@@ -243,6 +250,15 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 			if j.Status == store.JobDispatched || j.Status == store.JobRunning {
 				if a := d.reg.get(j.AgentID); a != nil && a.holds(j.ID) {
 					toAgents = append(toAgents, j)
+					continue
+				}
+				// Its agent may be connected to another live instance,
+				// which then tells it (see sendCancelRequests).
+				elsewhere, err := d.requestCancelElsewhere(ctx, tx, j.ID, force, reason)
+				if err != nil {
+					return err
+				}
+				if elsewhere {
 					continue
 				}
 			}

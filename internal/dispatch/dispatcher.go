@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/runstate"
@@ -23,11 +25,17 @@ const MaxAttempts = 5
 
 // Config tunes the dispatcher. Durations must be positive.
 type Config struct {
+	// Instance is the id of the orchestrator instance this dispatcher
+	// runs in: the queue rows it dispatches are recorded as its own, and
+	// its ack and recovery sweeps act on its own rows alone. Empty means a
+	// random id, for a dispatcher alone on its database.
+	Instance string
 	// AckTimeout is how long an agent has to ack a dispatch.
 	AckTimeout time.Duration
 	// RecoveryWindow is how long a job waits for its disconnected agent.
 	RecoveryWindow time.Duration
-	// QueueSweepInterval is how often expired queue rows are failed.
+	// QueueSweepInterval is how often expired queue rows are failed (by
+	// RunSingletonSweeps).
 	QueueSweepInterval time.Duration
 	// DefaultJobTimeout bounds a job whose workflow sets no timeout.
 	DefaultJobTimeout time.Duration
@@ -229,6 +237,9 @@ func New(logger *slog.Logger, db *store.DB, sched *scheduler.Scheduler, build Di
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Instance == "" {
+		cfg.Instance = "dispatcher-" + uuid.NewString()
+	}
 	if cfg.Observer == nil {
 		cfg.Observer = noObserver{}
 	}
@@ -256,12 +267,8 @@ func (d *Dispatcher) HeartbeatInterval() time.Duration { return d.cfg.HeartbeatI
 // ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.bg.Wait() // nothing is sent, no log directory made, after Run returned
-	// Sweep often enough for the shortest deadline we promise.
-	tick := min(d.cfg.AckTimeout, d.cfg.RecoveryWindow, d.cfg.QueueSweepInterval, time.Second) / 2
-	tick = max(tick, 10*time.Millisecond)
-	ticker := time.NewTicker(tick)
+	ticker := time.NewTicker(d.sweepTick())
 	defer ticker.Stop()
-	lastQueueSweep := time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -269,16 +276,21 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case <-d.kick:
 		case <-ticker.C:
 			d.sweepExpiredTokens()
+			d.reassertConnected(ctx)
+			d.sendCancelRequests(ctx)
 			d.sweepAcks(ctx)
 			d.sweepRecoveries(ctx)
 			d.retryUnstored(ctx)
-			if now := d.cfg.Now(); now.Sub(lastQueueSweep) >= d.cfg.QueueSweepInterval {
-				lastQueueSweep = now
-				d.sweepQueue(ctx)
-			}
 		}
 		d.dispatchAll(ctx)
 	}
+}
+
+// sweepTick is how often the dispatcher's sweeps run: often enough for
+// the shortest deadline it promises.
+func (d *Dispatcher) sweepTick() time.Duration {
+	tick := min(d.cfg.AckTimeout, d.cfg.RecoveryWindow, d.cfg.QueueSweepInterval, time.Second) / 2
+	return max(tick, 10*time.Millisecond)
 }
 
 // dispatchAll gives queued jobs to free agents until no agent can take one.
@@ -449,7 +461,7 @@ func (d *Dispatcher) scalerOf() Scaler {
 // the oldest queued job the agent's labels cover.
 func (d *Dispatcher) claim(ctx context.Context, tx *store.Tx, a *Agent, ackDeadline time.Time) (store.QueueEntry, bool, error) {
 	if bound := a.takeBound(); bound != "" {
-		entry, ok, err := tx.ClaimJob(ctx, bound, a.ID, ackDeadline)
+		entry, ok, err := tx.ClaimJob(ctx, d.cfg.Instance, bound, a.ID, ackDeadline)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return entry, false, err
 		}
@@ -457,7 +469,7 @@ func (d *Dispatcher) claim(ctx context.Context, tx *store.Tx, a *Agent, ackDeadl
 			return entry, true, nil
 		}
 	}
-	return tx.ClaimForAgent(ctx, a.ID, a.Labels, ackDeadline)
+	return tx.ClaimForAgent(ctx, d.cfg.Instance, a.ID, a.Labels, ackDeadline)
 }
 
 func (d *Dispatcher) setAttempt(jobID string, attempt int) {
@@ -586,7 +598,7 @@ func (d *Dispatcher) endJobOnly(ctx context.Context, tx *store.Tx, job store.Job
 // one it does not report goes back to the queue (see reconcileMissing).
 // If the agent is already gone, the row gets the recovery window here.
 func (d *Dispatcher) sweepAcks(ctx context.Context) {
-	rows, err := d.db.ExpiredAckDeadlines(ctx, d.cfg.Now())
+	rows, err := d.db.ExpiredAckDeadlines(ctx, d.cfg.Instance, d.cfg.Now())
 	if err != nil {
 		d.log.Error("ack sweep failed", "error", err)
 		return
@@ -599,7 +611,7 @@ func (d *Dispatcher) sweepAcks(ctx context.Context) {
 			}
 			continue // Unregister gives its jobs the recovery window
 		}
-		if _, err := d.db.SetRecovery(ctx, r.JobID, r.AgentID, d.cfg.Now().Add(d.cfg.RecoveryWindow)); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if _, err := d.db.SetRecovery(ctx, d.cfg.Instance, r.JobID, r.AgentID, d.cfg.Now().Add(d.cfg.RecoveryWindow)); err != nil && !errors.Is(err, store.ErrNotFound) {
 			d.log.Error("set recovery window failed", "job_id", r.JobID, "agent_id", r.AgentID, "error", err)
 		}
 	}
@@ -607,12 +619,18 @@ func (d *Dispatcher) sweepAcks(ctx context.Context) {
 
 // sweepRecoveries fails the jobs whose agent did not come back in time.
 func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
-	rows, err := d.db.ExpiredRecoveries(ctx, d.cfg.Now())
+	rows, err := d.db.ExpiredRecoveries(ctx, d.cfg.Instance, d.cfg.Now())
 	if err != nil {
 		d.log.Error("recovery sweep failed", "error", err)
 		return
 	}
 	for _, r := range rows {
+		if r.CancelReason != "" {
+			// Cancelled while its agent was away: it ends cancelled, not
+			// lost, and is not dispatched again.
+			d.endLostJob(ctx, r, store.JobCancelled, r.CancelReason)
+			continue
+		}
 		if r.AckDeadline != nil {
 			// Never acknowledged: the agent most likely never received it.
 			d.requeue(ctx, store.RequeueRequest{JobID: r.JobID, AgentID: r.AgentID, OnlyUnacked: true, OnlyRecovering: true,
@@ -620,20 +638,20 @@ func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
 			continue
 		}
 		msg := fmt.Sprintf("agent lost: agent %s disconnected and did not come back within %s", r.RecoveryAgentID, d.cfg.RecoveryWindow)
-		d.endLostJob(ctx, r, msg)
+		d.endLostJob(ctx, r, store.JobFailure, msg)
 	}
 }
 
 // endLostJob fails a job whose recovery window r expired, unless its agent
 // reclaimed it after the sweep listed it.
-func (d *Dispatcher) endLostJob(ctx context.Context, r store.QueueEntry, msg string) {
-	d.endJobIf(ctx, r.JobID, store.JobFailure, msg, func(tx *store.Tx) (bool, error) {
+func (d *Dispatcher) endLostJob(ctx context.Context, r store.QueueEntry, to store.JobStatus, msg string) {
+	d.endJobIf(ctx, r.JobID, to, msg, func(tx *store.Tx) (bool, error) {
 		e, err := tx.GetQueueEntry(ctx, r.JobID)
 		if errors.Is(err, store.ErrNotFound) {
 			return false, nil // the job ended meanwhile
 		}
-		// Not reclaimed meanwhile.
-		return err == nil && e.RecoveryDeadline != nil && e.RecoveryAgentID == r.RecoveryAgentID, err
+		// Not reclaimed meanwhile, here or on another instance.
+		return err == nil && e.RecoveryDeadline != nil && e.RecoveryAgentID == r.RecoveryAgentID && e.Owner == d.cfg.Instance, err
 	})
 }
 

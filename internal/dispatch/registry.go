@@ -330,3 +330,22 @@ func (d *Dispatcher) sweepExpiredTokens() {
 		d.log.Warn("agent disconnected: token expired", "agent_id", a.ID, "token_id", a.TokenID)
 	}
 }
+
+// anyBusy reports whether a connected agent holds a job.
+func (r *registry) anyBusy() bool {
+	r.mu.Lock()
+	agents := make([]*Agent, 0, len(r.agents))
+	for _, a := range r.agents {
+		agents = append(agents, a)
+	}
+	r.mu.Unlock()
+	for _, a := range agents {
+		a.mu.Lock()
+		n := len(a.busy)
+		a.mu.Unlock()
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}

@@ -90,7 +90,7 @@ func (s *Server) startScalers(ctx context.Context) error {
 		backends[c.Name] = b
 	}
 	m, err := scaler.New(s.log.With("component", "scaler"), sc.managerConfig(file), backends,
-		scalerSink{log: s.log, db: s.db, pub: hubPublisher{logs: s.logs, metrics: s.metrics}, disp: s.disp, metrics: s.metrics})
+		scalerSink{log: s.log, db: s.db, pub: s.publisher(), disp: s.disp, metrics: s.metrics})
 	if err != nil {
 		closeAll(backends)
 		sc.stopBG()

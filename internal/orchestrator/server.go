@@ -21,6 +21,7 @@ import (
 	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/checks"
+	"github.com/kici-dev/kici/internal/cluster/events"
 	"github.com/kici-dev/kici/internal/cluster/leader"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
@@ -50,6 +51,9 @@ type Server struct {
 	scalers *scalers
 	secrets *secrets.Service
 	checks  *checks.Reporter // nil when runs are not reported to GitHub
+	// relay sends status events to the other coordinators and delivers
+	// theirs; nil unless a coordinator.
+	relay *events.Relay
 	// schedules starts the runs of schedule triggers.
 	schedules *schedules.Scheduler
 	// pipe turns events into runs; it keeps a git process per source.
@@ -156,7 +160,10 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.buildChecks(); err != nil {
 		return err
 	}
-	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, hubPublisher{s.logs, s.metrics, s.checks}, disp)
+	if s.cfg.ClusterRole == RoleCoordinator {
+		s.relay = events.New(s.db, s.self.ID, s.log.With("component", "events"), store.MaxNotifyPayload, s.deliverRelayed)
+	}
+	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, s.publisher(), disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun,
 		Changed: func(source string) { s.schedules.Kick(source) }})
 	s.pipe = pipe
@@ -169,6 +176,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.disp = dispatch.New(s.log, s.db, s.sched, dispatchBuilder{tokens: tokens, secrets: secretStore, publicURL: s.cfg.PublicURL,
 		archives: archives, pipe: pipe, log: s.log}, logSink{s.logs}, dispatch.Config{
+		Instance:           s.self.ID,
 		AckTimeout:         s.cfg.DispatchAckTimeout,
 		RecoveryWindow:     s.cfg.AgentRecoveryWindow,
 		QueueSweepInterval: s.cfg.QueueSweepInterval,
@@ -294,6 +302,10 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	bg.Go(func() { errc <- s.disp.Run(ctx) })
+	bg.Go(func() { duty(s.disp.RunSingletonSweeps) })
+	if s.relay != nil {
+		bg.Go(func() { _ = s.relay.Run(ctx) }) // it logs its own failures
+	}
 	bg.Go(func() { duty(s.purgeDeliveries) })
 	bg.Go(func() { duty(s.retain) })
 	bg.Go(func() { _ = s.schedules.Run(ctx) }) // it logs its own failures
@@ -492,35 +504,17 @@ func (s *Server) retainOnce(ctx context.Context, now time.Time) {
 	}
 }
 
-// recover picks up where a previous process stopped: jobs it had handed
-// to agents (acknowledged or not) get the recovery window for their agents
-// to come back (unless other coordinators are live), and
-// every unfinished run is advanced (upstreams may have finished while no
-// orchestrator was watching).
+// recover picks up where a previous process stopped. A standalone
+// orchestrator owns its database alone, so every job a previous process
+// had handed to agents (acknowledged or not) is now its own, and waits the
+// recovery window for its agent to come back. A coordinator leaves that
+// to the leader, which takes over the dispatches of departed coordinators
+// only (RunSingletonSweeps). Then every unfinished run is advanced
+// (upstreams may have finished while no orchestrator was watching).
 func (s *Server) recover(ctx context.Context) error {
-	rows, err := s.db.ListQueue(ctx)
-	if err != nil {
-		return err
-	}
-	others, err := s.otherInstances(ctx)
-	if err != nil {
-		return err
-	}
-	if others > 0 {
-		// Coordinators do not record yet which of them dispatched a job:
-		// the dispatched jobs may be a live coordinator's, whose agents
-		// are connected to it, and are left alone.
-		s.log.Info("other coordinators are live: their dispatched jobs are left to them", "coordinators", others)
-		rows = nil
-	}
-	deadline := time.Now().Add(s.cfg.AgentRecoveryWindow)
-	for _, e := range rows {
-		// An unacknowledged dispatch waits too: the agent may have
-		// accepted it just before the previous process stopped.
-		if e.Status == store.QueueDispatched && e.RecoveryDeadline == nil {
-			if _, err := s.db.SetRecovery(ctx, e.JobID, e.AgentID, deadline); err != nil {
-				return err
-			}
+	if s.cfg.ClusterRole != RoleCoordinator {
+		if _, err := s.disp.TakeOverOrphans(ctx); err != nil {
+			return err
 		}
 	}
 	for _, st := range []store.RunStatus{store.RunPending, store.RunRunning} {
@@ -537,25 +531,6 @@ func (s *Server) recover(ctx context.Context) error {
 	return nil
 }
 
-// otherInstances counts the live orchestrators registered on the database
-// besides this one (only coordinators can have any).
-func (s *Server) otherInstances(ctx context.Context) (int, error) {
-	if !s.registered || s.self.Role != store.InstanceCoordinator {
-		return 0, nil
-	}
-	live, err := s.db.ListInstances(ctx)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, l := range live {
-		if l.ID != s.self.ID && l.ExpiresAt.After(time.Now()) {
-			n++
-		}
-	}
-	return n, nil
-}
-
 // hubPublisher sends status events to the live event hub, counts the
 // runs and jobs that end, and tells the GitHub check run reporter (when
 // there is one) of every run's change.
@@ -563,9 +538,28 @@ type hubPublisher struct {
 	logs    *logs.Store
 	metrics *metrics.Registry
 	checks  *checks.Reporter
+	relay   *events.Relay // nil unless a coordinator
+}
+
+// publisher is the hubPublisher of this server.
+func (s *Server) publisher() hubPublisher {
+	return hubPublisher{logs: s.logs, metrics: s.metrics, checks: s.checks, relay: s.relay}
+}
+
+// deliverRelayed publishes, to this coordinator's followers, an event that
+// another coordinator published: it was counted and reported there.
+func (s *Server) deliverRelayed(ev apiv1.Event) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return
+	}
+	s.logs.Publish(logs.Event{RunID: ev.RunID, Kind: logs.EventStatus, Data: data})
 }
 
 func (p hubPublisher) Publish(ev apiv1.Event) {
+	if p.relay != nil {
+		p.relay.Publish(ev)
+	}
 	if ev.Kind == "run" && p.checks != nil {
 		p.checks.Notify(ev.RunID)
 	}

@@ -30,7 +30,7 @@ func TestBindAgent(t *testing.T) {
 		}
 		runID, ids := seedJobs(t, db, []string{"linux"})
 		enqueue(t, db, runID, ids[0], []string{"linux"}, nil)
-		if _, ok, err := db.ClaimForAgent(ctx, "host-1", []string{"linux"}, ackDeadline); err != nil || !ok {
+		if _, ok, err := db.ClaimForAgent(ctx, testOwner, "host-1", []string{"linux"}, ackDeadline); err != nil || !ok {
 			t.Fatalf("claim: (%v, %v)", ok, err)
 		}
 		if holder, ok := bind("host-1", "token:a"); ok || holder != "token:b" {
@@ -40,7 +40,7 @@ func TestBindAgent(t *testing.T) {
 			t.Fatalf("same credential again: got (%q, %v), want (token:b, true)", holder, ok)
 		}
 		// Waiting for the agent to come back counts as holding the job.
-		if _, err := db.SetRecovery(ctx, ids[0], "host-1", testNow.Add(60_000_000_000)); err != nil {
+		if _, err := db.SetRecovery(ctx, testOwner, ids[0], "host-1", testNow.Add(60_000_000_000)); err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := bind("host-1", "token:a"); ok {

@@ -143,7 +143,7 @@ func BenchmarkClaimRequeue(b *testing.B) {
 		deadline := testNow.Add(time.Minute)
 		labels := []string{"linux", "x64"}
 		for b.Loop() {
-			e, ok, err := db.ClaimForAgent(ctx, "agent-1", labels, deadline)
+			e, ok, err := db.ClaimForAgent(ctx, testOwner, "agent-1", labels, deadline)
 			if err != nil || !ok || e.JobID != jobID {
 				b.Fatalf("claim: got %q, %t, %v, want %q", e.JobID, ok, err, jobID)
 			}

@@ -39,7 +39,16 @@ type QueueEntry struct {
 	LastProvisioningError string
 	// LastRequeueReason says why the row was last put back to pending.
 	LastRequeueReason string
-	UpdatedAt         time.Time
+	// Owner is the orchestrator instance that dispatched the row (or
+	// reclaimed or took it over since) and watches its ack and recovery;
+	// empty while pending.
+	Owner string
+	// CancelReason is set when a cancel of the job was asked for on an
+	// instance that does not hold its agent (see RequestCancel); the
+	// owner tells the agent. CancelForce skips the agent's grace period.
+	CancelReason string
+	CancelForce  bool
+	UpdatedAt    time.Time
 }
 
 // NewQueueEntry is what Enqueue writes.
@@ -52,14 +61,14 @@ type NewQueueEntry struct {
 }
 
 const queueColumns = "job_id, run_id, labels, status, agent_id, dispatch_attempts, enqueued_at, expires_at, ack_deadline, " +
-	"recovery_agent_id, recovery_deadline, last_provisioning_error, last_requeue_reason, updated_at"
+	"recovery_agent_id, recovery_deadline, last_provisioning_error, last_requeue_reason, owner_instance, cancel_reason, cancel_force, updated_at"
 
 func scanQueueEntry(row interface{ Scan(...any) error }) (QueueEntry, error) {
 	var e QueueEntry
 	err := row.Scan(&e.JobID, &e.RunID, jsonCol[[]string]{&e.Labels}, &e.Status, stringCol{&e.AgentID},
 		&e.DispatchAttempts, timeCol{&e.EnqueuedAt}, nullTimeCol{&e.ExpiresAt}, nullTimeCol{&e.AckDeadline},
 		stringCol{&e.RecoveryAgentID}, nullTimeCol{&e.RecoveryDeadline}, stringCol{&e.LastProvisioningError},
-		stringCol{&e.LastRequeueReason}, timeCol{&e.UpdatedAt})
+		stringCol{&e.LastRequeueReason}, stringCol{&e.Owner}, stringCol{&e.CancelReason}, boolIntCol{&e.CancelForce}, timeCol{&e.UpdatedAt})
 	return e, err
 }
 
@@ -166,7 +175,8 @@ func (q *queries) ListQueuePage(ctx context.Context, after *QueueCursor, limit i
 		err := rows.Scan(&e.JobID, &e.RunID, jsonCol[[]string]{&e.Labels}, &e.Status, stringCol{&e.AgentID},
 			&e.DispatchAttempts, timeCol{&e.EnqueuedAt}, nullTimeCol{&e.ExpiresAt}, nullTimeCol{&e.AckDeadline},
 			stringCol{&e.RecoveryAgentID}, nullTimeCol{&e.RecoveryDeadline}, stringCol{&e.LastProvisioningError},
-			stringCol{&e.LastRequeueReason}, timeCol{&e.UpdatedAt}, &e.JobName)
+			stringCol{&e.LastRequeueReason}, stringCol{&e.Owner}, stringCol{&e.CancelReason}, boolIntCol{&e.CancelForce},
+			timeCol{&e.UpdatedAt}, &e.JobName)
 		if err != nil {
 			return nil, fmt.Errorf("list queue page: %w", err)
 		}
@@ -189,15 +199,16 @@ func prefixed(prefix, columns string) string {
 
 // ClaimForAgent atomically takes the oldest pending, unexpired row whose
 // labels are all among agentLabels, marks it dispatched to agentID with the
-// given ack deadline, and clears its provisioning error. It returns false
+// given ack deadline and owned by instance owner (the orchestrator the
+// agent is connected to), and clears its provisioning error. It returns false
 // when no row fits. Two claimers never get the same row: on PostgreSQL the
 // candidate row is locked and concurrent claimers skip it (FOR UPDATE SKIP
 // LOCKED); on SQLite there is only one writer at a time.
-func (q *queries) ClaimForAgent(ctx context.Context, agentID string, agentLabels []string, ackDeadline time.Time) (QueueEntry, bool, error) {
+func (q *queries) ClaimForAgent(ctx context.Context, owner, agentID string, agentLabels []string, ackDeadline time.Time) (QueueEntry, bool, error) {
 	now := q.clock.Now()
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
 		`UPDATE dispatch_queue
-		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, updated_at = ?
+		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, owner_instance = ?, updated_at = ?
 		 WHERE status = 'pending' AND job_id = (
 		   SELECT c.job_id FROM dispatch_queue c
 		   WHERE c.status = 'pending'
@@ -208,7 +219,7 @@ func (q *queries) ClaimForAgent(ctx context.Context, agentID string, agentLabels
 		   ORDER BY c.enqueued_at, c.job_id
 		   LIMIT 1`+q.d.lockSkipLocked()+`)
 		 RETURNING `+queueColumns,
-		agentID, timeArg(ackDeadline), timeArg(now), timeArg(now), stringsArg(agentLabels)))
+		agentID, timeArg(ackDeadline), nullStringArg(owner), timeArg(now), timeArg(now), stringsArg(agentLabels)))
 	if err != nil {
 		return QueueEntry{}, false, fmt.Errorf("claim a job for agent %q: %w", agentID, err)
 	}
@@ -220,14 +231,14 @@ func (q *queries) ClaimForAgent(ctx context.Context, agentID string, agentLabels
 // provisioned for that very job; checking that the agent fits is the
 // caller's business. It returns false if the row is not claimable, and
 // ErrNotFound if there is no row.
-func (q *queries) ClaimJob(ctx context.Context, jobID, agentID string, ackDeadline time.Time) (QueueEntry, bool, error) {
+func (q *queries) ClaimJob(ctx context.Context, owner, jobID, agentID string, ackDeadline time.Time) (QueueEntry, bool, error) {
 	now := q.clock.Now()
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
 		`UPDATE dispatch_queue
-		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, updated_at = ?
+		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, owner_instance = ?, updated_at = ?
 		 WHERE job_id = ? AND status = 'pending' AND (expires_at IS NULL OR expires_at > ?)
 		 RETURNING `+queueColumns,
-		agentID, timeArg(ackDeadline), timeArg(now), jobID, timeArg(now)))
+		agentID, timeArg(ackDeadline), nullStringArg(owner), timeArg(now), jobID, timeArg(now)))
 	if err == nil && !ok {
 		_, err = q.guarded(ctx, false, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
 	}
@@ -274,7 +285,7 @@ type RequeueRequest struct {
 }
 
 // Requeue puts a dispatched row back to pending: it clears the agent, the
-// ack deadline and any recovery, adds one to DispatchAttempts and records
+// owner, the ack deadline and any recovery, adds one to DispatchAttempts and records
 // the reason. It returns the row as updated, or false if the row is not
 // dispatched to r.AgentID (or was acknowledged, with OnlyUnacked), and
 // ErrNotFound if there is no row. Giving up after too many attempts is the
@@ -289,7 +300,8 @@ func (q *queries) Requeue(ctx context.Context, r RequeueRequest) (QueueEntry, bo
 	}
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
 		`UPDATE dispatch_queue
-		 SET status = 'pending', agent_id = NULL, ack_deadline = NULL,
+		 SET status = 'pending', agent_id = NULL, ack_deadline = NULL, owner_instance = NULL,
+		     cancel_reason = NULL, cancel_force = 0, cancel_sent_by = NULL,
 		     recovery_agent_id = NULL, recovery_deadline = NULL,
 		     dispatch_attempts = dispatch_attempts + 1, last_requeue_reason = ?, updated_at = ?
 		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ?`+cond+`
@@ -304,13 +316,16 @@ func (q *queries) Requeue(ctx context.Context, r RequeueRequest) (QueueEntry, bo
 	return e, ok, nil
 }
 
-// ExpiredAckDeadlines returns the dispatched rows whose ack deadline is at
-// or before now. Rows waiting in a recovery window are left out: their
-// agent went away after the dispatch was sent, may have accepted it, and
-// is waited for instead (see ExpiredRecoveries).
-func (q *queries) ExpiredAckDeadlines(ctx context.Context, now time.Time) ([]QueueEntry, error) {
+// ExpiredAckDeadlines returns the dispatched rows of instance owner whose
+// ack deadline is at or before now. Rows waiting in a recovery window are
+// left out: their agent went away after the dispatch was sent, may have
+// accepted it, and is waited for instead (see ExpiredRecoveries). Rows
+// of other instances are theirs to watch: their agents are connected
+// there.
+func (q *queries) ExpiredAckDeadlines(ctx context.Context, owner string, now time.Time) ([]QueueEntry, error) {
 	return q.listQueue(ctx, "list expired ack deadlines",
-		"status = 'dispatched' AND ack_deadline IS NOT NULL AND ack_deadline <= ? AND recovery_deadline IS NULL", timeArg(now))
+		"status = 'dispatched' AND owner_instance = ? AND ack_deadline IS NOT NULL AND ack_deadline <= ? AND recovery_deadline IS NULL",
+		owner, timeArg(now))
 }
 
 // ListRecovering returns the dispatched rows waiting for agentID to come
@@ -327,15 +342,16 @@ func (q *queries) ExpiredQueueRows(ctx context.Context, now time.Time) ([]QueueE
 		"status = 'pending' AND expires_at IS NOT NULL AND expires_at <= ?", timeArg(now))
 }
 
-// SetRecovery starts the recovery window of a row dispatched to agentID,
-// whose agent went away: the row waits for that agent until deadline. It
-// returns false if the row is not dispatched to agentID, and ErrNotFound if
-// there is no row.
-func (q *queries) SetRecovery(ctx context.Context, jobID, agentID string, deadline time.Time) (bool, error) {
+// SetRecovery starts the recovery window of a row of instance owner
+// dispatched to agentID, whose agent went away: the row waits for that
+// agent until deadline. It returns false if the row is not dispatched to
+// agentID or is another instance's (the agent reclaimed the job there),
+// and ErrNotFound if there is no row.
+func (q *queries) SetRecovery(ctx context.Context, owner, jobID, agentID string, deadline time.Time) (bool, error) {
 	changed, err := q.execChanged(ctx,
 		`UPDATE dispatch_queue SET recovery_agent_id = ?, recovery_deadline = ?, updated_at = ?
-		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ?`,
-		agentID, timeArg(deadline), timeArg(q.clock.Now()), jobID, agentID)
+		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ? AND owner_instance = ?`,
+		agentID, timeArg(deadline), timeArg(q.clock.Now()), jobID, agentID, owner)
 	if err == nil {
 		changed, err = q.guarded(ctx, changed, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
 	}
@@ -345,28 +361,78 @@ func (q *queries) SetRecovery(ctx context.Context, jobID, agentID string, deadli
 	return changed, nil
 }
 
-// ClearRecovery ends the recovery window of a row because agentID came
-// back for it, and also clears its ack deadline. It returns false if the
-// row is not recovering for agentID, and ErrNotFound if there is no row.
-func (q *queries) ClearRecovery(ctx context.Context, jobID, agentID string) (bool, error) {
+// Reclaim records that agentID, connected to instance owner, holds the
+// job dispatched to it: the agent reported it in flight when it
+// registered there, maybe after moving from another coordinator. The row
+// becomes owner's, its recovery window ends and its ack deadline is
+// cleared (the agent has the job). It returns false if the row is not
+// dispatched to agentID, and ErrNotFound if there is no row.
+func (q *queries) Reclaim(ctx context.Context, owner, jobID, agentID string) (bool, error) {
 	changed, err := q.execChanged(ctx,
-		`UPDATE dispatch_queue SET recovery_agent_id = NULL, recovery_deadline = NULL, ack_deadline = NULL, updated_at = ?
-		 WHERE job_id = ? AND status = 'dispatched' AND recovery_agent_id = ?`,
-		timeArg(q.clock.Now()), jobID, agentID)
+		`UPDATE dispatch_queue SET owner_instance = ?, recovery_agent_id = NULL, recovery_deadline = NULL, ack_deadline = NULL, updated_at = ?
+		 WHERE job_id = ? AND status = 'dispatched' AND agent_id = ?`,
+		nullStringArg(owner), timeArg(q.clock.Now()), jobID, agentID)
 	if err == nil {
 		changed, err = q.guarded(ctx, changed, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
 	}
 	if err != nil {
-		return false, fmt.Errorf("clear recovery of job %q for agent %q: %w", jobID, agentID, err)
+		return false, fmt.Errorf("reclaim job %q for agent %q: %w", jobID, agentID, err)
 	}
 	return changed, nil
 }
 
-// ExpiredRecoveries returns the dispatched rows whose recovery deadline is
-// at or before now.
-func (q *queries) ExpiredRecoveries(ctx context.Context, now time.Time) ([]QueueEntry, error) {
+// ExpiredRecoveries returns the dispatched rows of instance owner whose
+// recovery deadline is at or before now.
+func (q *queries) ExpiredRecoveries(ctx context.Context, owner string, now time.Time) ([]QueueEntry, error) {
 	return q.listQueue(ctx, "list expired recoveries",
-		"status = 'dispatched' AND recovery_deadline IS NOT NULL AND recovery_deadline <= ?", timeArg(now))
+		"status = 'dispatched' AND owner_instance = ? AND recovery_deadline IS NOT NULL AND recovery_deadline <= ?",
+		owner, timeArg(now))
+}
+
+// ListRecoveringElsewhere returns the dispatched rows waiting in a
+// recovery window that instance owner does not own. An instance that
+// holds such a row's agent connected (it was cut off from the database
+// long enough for its rows to be taken over, but not from its agents)
+// takes the row back with Reclaim.
+func (q *queries) ListRecoveringElsewhere(ctx context.Context, owner string) ([]QueueEntry, error) {
+	return q.listQueue(ctx, "list rows recovering for other instances",
+		"status = 'dispatched' AND recovery_deadline IS NOT NULL AND (owner_instance IS NULL OR owner_instance <> ?)", owner)
+}
+
+// TakeOverOrphans makes instance self the owner of every dispatched row
+// whose owner is not a live instance (its row in orchestrator_instances
+// expired or is gone, or the row has no owner): a departed orchestrator's
+// dispatches. Each row taken over waits for its agent, in the window it
+// was already in or else until deadline, so that the agent can reclaim
+// the job on any instance; then self's recovery sweep settles it. self's
+// own rows are never taken (a standalone instance on SQLite is not in the
+// instance table). It returns the rows taken over.
+func (q *queries) TakeOverOrphans(ctx context.Context, self string, deadline time.Time) ([]QueueEntry, error) {
+	now := q.clock.Now()
+	rows, err := q.writeRows(ctx,
+		`UPDATE dispatch_queue
+		 SET owner_instance = ?, recovery_agent_id = COALESCE(recovery_agent_id, agent_id),
+		     recovery_deadline = COALESCE(recovery_deadline, ?), updated_at = ?
+		 WHERE status = 'dispatched' AND (owner_instance IS NULL OR (owner_instance <> ?
+		   AND owner_instance NOT IN (SELECT id FROM orchestrator_instances WHERE expires_at > ?)))
+		 RETURNING `+queueColumns,
+		self, timeArg(deadline), timeArg(now), self, timeArg(now))
+	if err != nil {
+		return nil, fmt.Errorf("take over dispatches of departed instances: %w", classify(err))
+	}
+	defer rows.Close()
+	var out []QueueEntry
+	for rows.Next() {
+		e, err := scanQueueEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("take over dispatches of departed instances: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("take over dispatches of departed instances: %w", classify(err))
+	}
+	return out, nil
 }
 
 // BoundAgents returns the ids of the agents that a job not ended is bound

@@ -18,14 +18,14 @@ func TestBoundAgents(t *testing.T) {
 		}
 		claim := func(jobID, agentID string) {
 			t.Helper()
-			if _, ok, err := db.ClaimJob(ctx, jobID, agentID, ackDeadline); err != nil || !ok {
+			if _, ok, err := db.ClaimJob(ctx, testOwner, jobID, agentID, ackDeadline); err != nil || !ok {
 				t.Fatalf("claim %s for %s: got (%t, %v), want the row", jobID, agentID, ok, err)
 			}
 		}
 		// ids[0] stays pending: no agent.
 		claim(ids[1], "agent-dispatched")
 		claim(ids[2], "agent-recovering")
-		if ok, err := db.SetRecovery(ctx, ids[2], "agent-recovering", testNow.Add(time.Minute)); err != nil || !ok {
+		if ok, err := db.SetRecovery(ctx, testOwner, ids[2], "agent-recovering", testNow.Add(time.Minute)); err != nil || !ok {
 			t.Fatalf("set recovery: got (%t, %v), want true", ok, err)
 		}
 		claim(ids[3], "agent-requeued")

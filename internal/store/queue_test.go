@@ -58,7 +58,7 @@ func TestClaimIsFIFO(t *testing.T) {
 		}
 		var got []string
 		for range order {
-			e, ok, err := db.ClaimForAgent(ctx, "agent-1", []string{"linux"}, ackDeadline)
+			e, ok, err := db.ClaimForAgent(ctx, testOwner, "agent-1", []string{"linux"}, ackDeadline)
 			if err != nil || !ok {
 				t.Fatalf("claim: got (%t, %v), want a row", ok, err)
 			}
@@ -67,7 +67,7 @@ func TestClaimIsFIFO(t *testing.T) {
 		if diff := cmp.Diff(order, got); diff != "" {
 			t.Errorf("claim order (-want +got):\n%s", diff)
 		}
-		if _, ok, err := db.ClaimForAgent(ctx, "agent-1", []string{"linux"}, ackDeadline); err != nil || ok {
+		if _, ok, err := db.ClaimForAgent(ctx, testOwner, "agent-1", []string{"linux"}, ackDeadline); err != nil || ok {
 			t.Errorf("claim from an empty queue: got (%t, %v), want (false, nil)", ok, err)
 		}
 	})
@@ -104,7 +104,7 @@ func TestClaimRequiresEveryLabel(t *testing.T) {
 						t.Errorf("dequeue: %v", err)
 					}
 				})
-				e, ok, err := db.ClaimForAgent(ctx, "agent-1", tt.agentLabels, ackDeadline)
+				e, ok, err := db.ClaimForAgent(ctx, testOwner, "agent-1", tt.agentLabels, ackDeadline)
 				if err != nil {
 					t.Fatalf("claim: %v", err)
 				}
@@ -126,7 +126,7 @@ func TestClaimSkipsNonFittingRows(t *testing.T) {
 		runID, ids := seedJobs(t, db, []string{"linux", "gpu"}, []string{"linux"})
 		enqueue(t, db, runID, ids[0], []string{"linux", "gpu"}, nil)
 		enqueue(t, db, runID, ids[1], []string{"linux"}, nil)
-		e, ok, err := db.ClaimForAgent(ctx, "cpu-agent", []string{"linux"}, ackDeadline)
+		e, ok, err := db.ClaimForAgent(ctx, testOwner, "cpu-agent", []string{"linux"}, ackDeadline)
 		if err != nil || !ok {
 			t.Fatalf("claim: got (%t, %v), want a row", ok, err)
 		}
@@ -135,7 +135,7 @@ func TestClaimSkipsNonFittingRows(t *testing.T) {
 		}
 		want := QueueEntry{
 			JobID: ids[1], RunID: runID, Labels: []string{"linux"}, Status: QueueDispatched, AgentID: "cpu-agent",
-			AckDeadline: &ackDeadline,
+			AckDeadline: &ackDeadline, Owner: testOwner,
 		}
 		if diff := cmp.Diff(want, e, cmpopts.IgnoreFields(QueueEntry{}, "EnqueuedAt", "UpdatedAt")); diff != "" {
 			t.Errorf("claimed row (-want +got):\n%s", diff)
@@ -163,7 +163,7 @@ func TestClaimConcurrentlyNeverTwice(t *testing.T) {
 			wg.Go(func() {
 				agent := fmt.Sprintf("agent-%d", c)
 				for range claimsEach {
-					e, ok, err := db.ClaimForAgent(ctx, agent, []string{"linux"}, ackDeadline)
+					e, ok, err := db.ClaimForAgent(ctx, testOwner, agent, []string{"linux"}, ackDeadline)
 					if err != nil {
 						t.Errorf("%s claim: %v", agent, err)
 						return
@@ -195,7 +195,7 @@ func TestClaimConcurrentlyNeverTwice(t *testing.T) {
 		}
 		// Whatever a claimer may have missed is still claimable.
 		for {
-			e, ok, err := db.ClaimForAgent(ctx, "sweeper", []string{"linux"}, ackDeadline)
+			e, ok, err := db.ClaimForAgent(ctx, testOwner, "sweeper", []string{"linux"}, ackDeadline)
 			if err != nil {
 				t.Fatalf("sweep claim: %v", err)
 			}
@@ -239,18 +239,18 @@ func TestQueueExpiry(t *testing.T) {
 			t.Errorf("expired rows an hour later (-want +got):\n%s", diff)
 		}
 
-		e, ok, err := db.ClaimForAgent(ctx, "agent-1", []string{"linux"}, ackDeadline)
+		e, ok, err := db.ClaimForAgent(ctx, testOwner, "agent-1", []string{"linux"}, ackDeadline)
 		if err != nil || !ok {
 			t.Fatalf("claim: got (%t, %v), want a row", ok, err)
 		}
 		if e.JobID != ids[1] {
 			t.Errorf("claimed %q, want %q (the oldest unexpired row)", e.JobID, ids[1])
 		}
-		if _, ok, err := db.ClaimJob(ctx, ids[0], "agent-2", ackDeadline); err != nil || ok {
+		if _, ok, err := db.ClaimJob(ctx, testOwner, ids[0], "agent-2", ackDeadline); err != nil || ok {
 			t.Errorf("claim the expired row by ID: got (%t, %v), want (false, nil)", ok, err)
 		}
 		// A dispatched row is not expired, whatever its expiry.
-		if _, ok, err := db.ClaimJob(ctx, ids[2], "agent-2", ackDeadline); err != nil || !ok {
+		if _, ok, err := db.ClaimJob(ctx, testOwner, ids[2], "agent-2", ackDeadline); err != nil || !ok {
 			t.Fatalf("claim by ID: got (%t, %v), want (true, nil)", ok, err)
 		}
 		later, err = db.ExpiredQueueRows(ctx, future)
@@ -300,34 +300,34 @@ func TestQueueLifecycle(t *testing.T) {
 		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", Reason: "x"})
 		check("requeue a pending row", ok, err, result{})
 
-		e, ok, err := db.ClaimJob(ctx, job, "agent-1", ackDeadline)
+		e, ok, err := db.ClaimJob(ctx, testOwner, job, "agent-1", ackDeadline)
 		check("claim by ID", ok, err, result{Changed: true})
 		if e.LastProvisioningError != "" || e.AgentID != "agent-1" || e.AckDeadline == nil {
 			t.Errorf("claimed row: got provisioning error %q, agent %q, ack deadline %v; want cleared, agent-1, set",
 				e.LastProvisioningError, e.AgentID, e.AckDeadline)
 		}
-		_, ok, err = db.ClaimJob(ctx, job, "agent-2", ackDeadline)
+		_, ok, err = db.ClaimJob(ctx, testOwner, job, "agent-2", ackDeadline)
 		check("claim a dispatched row by ID", ok, err, result{})
-		_, ok, err = db.ClaimJob(ctx, other, "agent-2", ackDeadline)
+		_, ok, err = db.ClaimJob(ctx, testOwner, other, "agent-2", ackDeadline)
 		check("claim a missing row by ID", ok, err, result{Err: ErrNotFound})
 		ok, err = db.SetProvisioningError(ctx, job, "late")
 		check("set provisioning error on dispatched row", ok, err, result{})
 
-		expiredAcks, err := db.ExpiredAckDeadlines(ctx, ackDeadline)
+		expiredAcks, err := db.ExpiredAckDeadlines(ctx, testOwner, ackDeadline)
 		if err != nil {
 			t.Fatalf("expired acks: %v", err)
 		}
 		if diff := cmp.Diff([]string{job}, jobIDs(expiredAcks)); diff != "" {
 			t.Errorf("expired ack deadlines (-want +got):\n%s", diff)
 		}
-		if early, _ := db.ExpiredAckDeadlines(ctx, ackDeadline.Add(-time.Second)); len(early) != 0 {
+		if early, _ := db.ExpiredAckDeadlines(ctx, testOwner, ackDeadline.Add(-time.Second)); len(early) != 0 {
 			t.Errorf("got %d expired ack deadlines before the deadline, want 0", len(early))
 		}
 		// An unacked row whose agent went away waits for it: the ack
 		// sweep leaves it alone, and the agent's reconnect finds it.
-		ok, err = db.SetRecovery(ctx, job, "agent-1", testNow.Add(time.Minute))
+		ok, err = db.SetRecovery(ctx, testOwner, job, "agent-1", testNow.Add(time.Minute))
 		check("set recovery of an unacked row", ok, err, result{Changed: true})
-		if acks, _ := db.ExpiredAckDeadlines(ctx, ackDeadline); len(acks) != 0 {
+		if acks, _ := db.ExpiredAckDeadlines(ctx, testOwner, ackDeadline); len(acks) != 0 {
 			t.Errorf("got %d expired ack deadlines for a recovering row, want 0", len(acks))
 		}
 		mine, err := db.ListRecovering(ctx, "agent-1")
@@ -343,7 +343,7 @@ func TestQueueLifecycle(t *testing.T) {
 		if theirs, _ := db.ListRecovering(ctx, "agent-2"); len(theirs) != 0 {
 			t.Errorf("got %d rows recovering for agent-2, want 0", len(theirs))
 		}
-		ok, err = db.ClearRecovery(ctx, job, "agent-1")
+		ok, err = db.Reclaim(ctx, testOwner, job, "agent-1")
 		check("clear recovery of an unacked row", ok, err, result{Changed: true})
 		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", OnlyRecovering: true, Reason: "window over"})
 		check("requeue for a recovery window a reconnect settled", ok, err, result{})
@@ -360,7 +360,7 @@ func TestQueueLifecycle(t *testing.T) {
 		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-1", Reason: "again"})
 		check("requeue twice", ok, err, result{})
 
-		if _, ok, err := db.ClaimForAgent(ctx, "agent-2", []string{"linux"}, ackDeadline); err != nil || !ok {
+		if _, ok, err := db.ClaimForAgent(ctx, testOwner, "agent-2", []string{"linux"}, ackDeadline); err != nil || !ok {
 			t.Fatalf("claim again: got (%t, %v), want a row", ok, err)
 		}
 		ok, err = db.Ack(ctx, job, "agent-1")
@@ -369,30 +369,30 @@ func TestQueueLifecycle(t *testing.T) {
 		check("ack from the agent that has the job", ok, err, result{Changed: true})
 		ok, err = db.Ack(ctx, other, "agent-2")
 		check("ack a missing row", ok, err, result{Err: ErrNotFound})
-		if acks, _ := db.ExpiredAckDeadlines(ctx, ackDeadline.Add(time.Hour)); len(acks) != 0 {
+		if acks, _ := db.ExpiredAckDeadlines(ctx, testOwner, ackDeadline.Add(time.Hour)); len(acks) != 0 {
 			t.Errorf("got %d expired ack deadlines after the ack, want 0", len(acks))
 		}
 		_, ok, err = db.Requeue(ctx, RequeueRequest{JobID: job, AgentID: "agent-2", OnlyUnacked: true, Reason: "late ack timeout"})
 		check("requeue an acknowledged row for a missing ack", ok, err, result{})
 
 		recoverBy := testNow.Add(2 * time.Minute)
-		ok, err = db.SetRecovery(ctx, job, "agent-1", recoverBy)
+		ok, err = db.SetRecovery(ctx, testOwner, job, "agent-1", recoverBy)
 		check("set recovery for another agent", ok, err, result{})
-		ok, err = db.SetRecovery(ctx, job, "agent-2", recoverBy)
+		ok, err = db.SetRecovery(ctx, testOwner, job, "agent-2", recoverBy)
 		check("set recovery", ok, err, result{Changed: true})
-		recovering, err := db.ExpiredRecoveries(ctx, recoverBy)
+		recovering, err := db.ExpiredRecoveries(ctx, testOwner, recoverBy)
 		if err != nil {
 			t.Fatalf("expired recoveries: %v", err)
 		}
 		if diff := cmp.Diff([]string{job}, jobIDs(recovering)); diff != "" {
 			t.Errorf("expired recoveries (-want +got):\n%s", diff)
 		}
-		if early, _ := db.ExpiredRecoveries(ctx, testNow); len(early) != 0 {
+		if early, _ := db.ExpiredRecoveries(ctx, testOwner, testNow); len(early) != 0 {
 			t.Errorf("got %d expired recoveries before the deadline, want 0", len(early))
 		}
-		ok, err = db.ClearRecovery(ctx, job, "agent-1")
+		ok, err = db.Reclaim(ctx, testOwner, job, "agent-1")
 		check("clear recovery for another agent", ok, err, result{})
-		ok, err = db.ClearRecovery(ctx, job, "agent-2")
+		ok, err = db.Reclaim(ctx, testOwner, job, "agent-2")
 		check("clear recovery", ok, err, result{Changed: true})
 		if e, _ := db.GetQueueEntry(ctx, job); e.RecoveryAgentID != "" || e.RecoveryDeadline != nil || e.AgentID != "agent-2" {
 			t.Errorf("got recovery %q %v and agent %q after reclaim, want none and agent-2", e.RecoveryAgentID, e.RecoveryDeadline, e.AgentID)
@@ -418,7 +418,7 @@ func TestClaimInTransaction(t *testing.T) {
 		id := run.Jobs[0].ID
 		errSend := errors.New("send failed")
 		err := db.Tx(ctx, func(tx *Tx) error {
-			e, ok, err := tx.ClaimForAgent(ctx, "agent-1", []string{"linux"}, ackDeadline)
+			e, ok, err := tx.ClaimForAgent(ctx, testOwner, "agent-1", []string{"linux"}, ackDeadline)
 			if err != nil || !ok {
 				return fmt.Errorf("claim: got (%t, %v), want a row", ok, err)
 			}

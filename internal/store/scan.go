@@ -204,3 +204,30 @@ func (c nullIntCol) Scan(src any) error {
 	}
 	return nil
 }
+
+// boolIntCol scans an INTEGER 0/1 column into *dst.
+type boolIntCol struct{ dst *bool }
+
+func (c boolIntCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*c.dst = false
+	case int64:
+		*c.dst = v != 0
+	case int32:
+		*c.dst = v != 0
+	case bool:
+		*c.dst = v
+	default:
+		return fmt.Errorf("scan integer flag: unsupported value of type %T", src)
+	}
+	return nil
+}
+
+// boolInt is the INTEGER 0/1 a boolIntCol reads back.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

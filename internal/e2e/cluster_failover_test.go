@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/testsvc"
+)
+
+// TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator: two
+// coordinators share PostgreSQL; agents that list both are connected to
+// the leader and run 4 jobs while 2 wait in the queue. SIGKILL the leader:
+// the other coordinator leads within 15 s, the agents move to it with
+// their jobs in flight, every job succeeds (the 2 queued ones dispatched
+// by the survivor) and every step ran exactly once.
+func TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200",
+		"KICI_INSTANCE_HEARTBEAT_MS=200"}
+	lead := startOrchestrator(t, dbURL, cluster...)
+	waitFor(t, 10*time.Second, "the first coordinator to lead", func() bool {
+		return lead.metricValue(t, "kici_orch_cluster_leader") == 1
+	})
+	other := startOrchestrator(t, dbURL, cluster...)
+	const as, bs = 1, 6
+	marks := t.TempDir()
+	lead.addRepo(t, map[string]string{"ci.yml": matrixWorkflow(marks, as, bs)})
+	urls := fmt.Sprintf("ws://%s/ws,ws://%s/ws", lead.addr, other.addr)
+	for i := range 2 {
+		startAgent(t, lead, urls, fmt.Sprintf("mover-%d", i), nil, "KICI_AGENT_CONCURRENCY=2")
+	}
+	id := lead.push(t)
+	waitFor(t, 30*time.Second, "4 jobs to start", func() bool {
+		return countGlob(t, filepath.Join(marks, "started-*")) >= 4
+	})
+	lead.kill()
+	killed := time.Now()
+	waitFor(t, 15*time.Second, "the surviving coordinator to lead", func() bool {
+		return other.metricValue(t, "kici_orch_cluster_leader") == 1
+	})
+	t.Logf("the survivor leads %s after the kill", time.Since(killed).Round(time.Millisecond))
+	// The agents reach the survivor with their jobs before the steps end.
+	waitFor(t, 15*time.Second, "both agents on the survivor", func() bool {
+		return len(other.agentIDs(t)) == 2
+	})
+	if n := countGlob(t, filepath.Join(marks, "started-*")); n != 4 {
+		t.Fatalf("%d jobs started before the steps were released, want 4", n)
+	}
+	if err := touch(filepath.Join(marks, "go")); err != nil {
+		t.Fatal(err)
+	}
+	r := other.waitRun(t, id, 60*time.Second, "the run to end on the survivor", ended)
+	for _, j := range r.Jobs {
+		if j.Status != "success" {
+			t.Errorf("job %s: %s (%s), want success", j.Name, j.Status, j.Error)
+		}
+	}
+	if r.Status != "success" {
+		t.Errorf("run: %s (%s), want success", r.Status, r.Error)
+	}
+	assertRanOnce(t, marks, as, bs)
+	_ = os.Remove(filepath.Join(marks, "go"))
+}
+
+// agentIDs lists the ids of the agents connected to o.
+func (o *orchestrator) agentIDs(t *testing.T) []string {
+	t.Helper()
+	var list apiv1.AgentList
+	o.api(t, "GET", "/api/v1/agents", nil, &list, http.StatusOK)
+	var ids []string
+	for _, a := range list.Agents {
+		ids = append(ids, a.ID)
+	}
+	return ids
+}
+
+// TestRunFollowableOnEveryCoordinator: a follower of a run on one
+// coordinator sees the status changes another coordinator makes (its
+// agent runs the job there), live, and a cancel asked for on the
+// follower's coordinator stops the step running on the other's agent.
+func TestRunFollowableOnEveryCoordinator(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200"}
+	a := startOrchestrator(t, dbURL, cluster...)
+	b := startOrchestrator(t, dbURL, cluster...)
+	marks := t.TempDir()
+	a.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
+on: {push: {}}
+jobs:
+  first:
+    steps:
+      - run: while [ ! -e %[1]s/go ]; do sleep 0.1; done; echo first done
+  second:
+    needs: [first]
+    steps:
+      - run: trap 'touch %[1]s/second-stopped; exit 1' TERM; touch %[1]s/second-started; sleep 60 & wait; touch %[1]s/second-finished
+`, marks)})
+	startAgent(t, a, "", "only-on-a", nil)
+	id := a.push(t)
+	seen := b.follow(t, id)
+	if err := touch(filepath.Join(marks, "go")); err != nil {
+		t.Fatal(err)
+	}
+	// Every change below is made on a, whose agent runs the jobs.
+	seen.waitFor(t, "first's success on b's stream", func(ev apiv1.Event) bool {
+		return ev.Kind == "job" && ev.Job == "first" && ev.Status == "success"
+	})
+	seen.waitFor(t, "second running on b's stream", func(ev apiv1.Event) bool {
+		return ev.Kind == "job" && ev.Job == "second" && ev.Status == "running"
+	})
+	waitFor(t, 15*time.Second, "second's step to start", func() bool { return fileExists(filepath.Join(marks, "second-started")) })
+	b.api(t, "POST", "/api/v1/runs/"+id+"/cancel", nil, nil, http.StatusOK)
+	seen.waitFor(t, "the run cancelled on b's stream", func(ev apiv1.Event) bool {
+		return ev.Kind == "run" && ev.Status == "cancelled"
+	})
+	r := a.run(t, id)
+	if j := job(t, r, "second"); j.Status != "cancelled" {
+		t.Errorf("second: %s (%s), want cancelled by its agent", j.Status, j.Error)
+	}
+	// The agent on a stopped the step: its process group got SIGTERM.
+	waitFor(t, 15*time.Second, "the step to be stopped by its agent", func() bool {
+		return fileExists(filepath.Join(marks, "second-stopped"))
+	})
+	if fileExists(filepath.Join(marks, "second-finished")) {
+		t.Error("the cancelled step ran to its end")
+	}
+}
+
+// stream is the events a follower of a run received so far.
+type stream struct {
+	mu     sync.Mutex
+	events []apiv1.Event
+	more   chan struct{}
+}
+
+// follow opens the run's event stream on o and collects its events until
+// the test ends.
+func (o *orchestrator) follow(t *testing.T, runID string) *stream {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", "http://"+o.addr+"/api/v1/runs/"+runID+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+o.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("follow run %s: status %d", runID, resp.StatusCode)
+	}
+	s := &stream{more: make(chan struct{}, 1)}
+	done := make(chan struct{})
+	t.Cleanup(func() { resp.Body.Close(); <-done })
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var ev apiv1.Event
+			if json.Unmarshal([]byte(data), &ev) != nil || ev.Kind == "" {
+				continue
+			}
+			s.mu.Lock()
+			s.events = append(s.events, ev)
+			s.mu.Unlock()
+			select {
+			case s.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return s
+}
+
+// waitFor waits up to 30 s for an event that satisfies ok.
+func (s *stream) waitFor(t *testing.T, what string, ok func(apiv1.Event) bool) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		s.mu.Lock()
+		for _, ev := range s.events {
+			if ok(ev) {
+				s.mu.Unlock()
+				return
+			}
+		}
+		n := len(s.events)
+		s.mu.Unlock()
+		select {
+		case <-s.more:
+		case <-deadline:
+			t.Fatalf("waited 30 s for %s; %d events seen", what, n)
+		}
+	}
+}
