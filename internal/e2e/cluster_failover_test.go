@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -208,4 +209,77 @@ func (s *stream) waitFor(t *testing.T, what string, ok func(apiv1.Event) bool) {
 			t.Fatalf("waited 30 s for %s; %d events seen", what, n)
 		}
 	}
+}
+
+// TestPausedLeaderIsDeposedAndTakesBackItsJob: SIGSTOP the leader past
+// its lease and instance TTLs while its agent runs a job. The other
+// coordinator leads and takes the job's dispatch over (waiting for the
+// agent); after SIGCONT the old leader knows it is deposed (acts no more),
+// takes back the dispatch of its still connected agent, and the job
+// succeeds with its step run once.
+func TestPausedLeaderIsDeposedAndTakesBackItsJob(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200",
+		"KICI_INSTANCE_HEARTBEAT_MS=200", "KICI_AGENT_RECOVERY_WINDOW_MS=30000"}
+	old := startOrchestrator(t, dbURL, cluster...)
+	waitFor(t, 10*time.Second, "the first coordinator to lead", func() bool {
+		return old.metricValue(t, "kici_orch_cluster_leader") == 1
+	})
+	next := startOrchestrator(t, dbURL, cluster...)
+	marks := t.TempDir()
+	old.addRepo(t, map[string]string{"ci.yml": matrixWorkflow(marks, 1, 1)})
+	startAgent(t, old, "", "stays", nil) // connected to the old leader only
+	id := old.push(t)
+	waitFor(t, 30*time.Second, "the job to start", func() bool {
+		return countGlob(t, filepath.Join(marks, "started-*")) == 1
+	})
+	why := func() string {
+		var q apiv1.Queue
+		next.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
+		if len(q.Jobs) != 1 {
+			return fmt.Sprintf("%d queue rows", len(q.Jobs))
+		}
+		return q.Jobs[0].WhyPending
+	}
+	if err := old.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = old.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume) // never leave it stopped: its stop would wait 10 s
+	waitFor(t, 15*time.Second, "the other coordinator to lead", func() bool {
+		return next.metricValue(t, "kici_orch_cluster_leader") == 1
+	})
+	t.Logf("the other coordinator leads %s after the SIGSTOP", time.Since(stopped).Round(time.Millisecond))
+	waitFor(t, 10*time.Second, "the new leader to take the dispatch over", func() bool {
+		return strings.HasPrefix(why(), "waiting for agent stays to reconnect")
+	})
+	resume()
+	waitFor(t, 10*time.Second, "the old leader to know it is deposed", func() bool {
+		return old.metricValue(t, "kici_orch_cluster_leader") == 0
+	})
+	waitFor(t, 10*time.Second, "the old leader to log that it no longer leads", func() bool {
+		return strings.Contains(old.output.String(), "no longer the leader")
+	})
+	if next.metricValue(t, "kici_orch_cluster_leader") != 1 {
+		t.Error("the new leader stopped leading when the old one came back")
+	}
+	waitFor(t, 10*time.Second, "the old leader to take back its agent's job", func() bool {
+		return why() == "running on agent stays"
+	})
+	if err := touch(filepath.Join(marks, "go")); err != nil {
+		t.Fatal(err)
+	}
+	r := next.waitRun(t, id, 30*time.Second, "the run to end", ended)
+	if r.Status != "success" {
+		t.Errorf("run: %s (%s), want success", r.Status, r.Error)
+	}
+	assertRanOnce(t, marks, 1, 1)
 }
