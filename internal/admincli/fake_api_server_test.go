@@ -80,6 +80,7 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	f.approveRoutes(mux)
 	f.deliveriesRoutes(mux)
 	f.schedulesRoutes(mux)
+	f.peersRoutes(mux)
 	f.srv = httptest.NewServer(f.record(mux))
 	t.Cleanup(f.srv.Close)
 	return f

@@ -193,8 +193,10 @@ success), 2 on a bad command line.`,
 			newScalerStatusCmd(a), newScalerReloadCmd(a), newScalerRetryCmd(a),
 			group("orphans", []string{"orphan"}, "List the scalers' live compute and stop what nothing tracks",
 				newScalerOrphansListCmd(a), newScalerOrphansStopCmd(a))),
-		group("peers", []string{"peer"}, "Show the orchestrators of a cluster and which one leads; forget departed ones",
-			newPeersListCmd(a), newPeersForgetCmd(a)),
+		group("peers", []string{"peer"}, "Show the orchestrators of a cluster and which one leads; forget departed ones; let workers join",
+			newPeersListCmd(a), newPeersForgetCmd(a),
+			group("join-token", []string{"join-tokens"}, "Create and list the single-use tokens workers join the cluster with",
+				newPeersJoinTokenCreateCmd(a), newPeersJoinTokenListCmd(a))),
 		newDiagnoseCmd(a),
 	)
 	return root

@@ -25,6 +25,7 @@ import (
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
+	"github.com/kici-dev/kici/internal/cluster/join"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
 	"github.com/kici-dev/kici/internal/metrics"
@@ -66,6 +67,10 @@ type Config struct {
 	// Peers lists the cluster's nodes for GET /api/v1/peers; nil answers
 	// 503 there.
 	Peers PeerLister
+	// Join keeps the cluster CA and join tokens and admits workers; nil
+	// (an orchestrator that is not a coordinator) answers 404 on GET
+	// /api/v1/cluster/ca and 409 on the other join routes.
+	Join *join.Service
 	// Archives caches source archives for agents; nil makes every download
 	// produce its archive again.
 	Archives *archivecache.Cache
@@ -122,6 +127,7 @@ const (
 	signed                   // webhooks: an HMAC signature, checked by the handler
 	jobToken                 // a job token of a running job, checked by the handler
 	agentToken               // /ws: an agent token, checked by agentws
+	joinToken                // a cluster join token in the body, checked by the handler
 	adminToken               // an admin token whose role has the route's permission
 )
 
@@ -135,6 +141,8 @@ func (a access) String() string {
 		return "job-token"
 	case agentToken:
 		return "agent-token"
+	case joinToken:
+		return "join-token"
 	case adminToken:
 		return "admin-token"
 	}
@@ -196,6 +204,10 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
 		{"GET /api/v1/peers", adminToken, auth.ScalerRead, "peer.list", s.listPeers},
 		{"DELETE /api/v1/peers/{id}", adminToken, auth.PeerManage, "peer.forget", s.forgetPeer},
+		{"POST /api/v1/peers/join-tokens", adminToken, auth.PeerManage, "join_token.create", s.createJoinToken},
+		{"GET /api/v1/peers/join-tokens", adminToken, auth.PeerManage, "join_token.list", s.listJoinTokens},
+		{"GET /api/v1/cluster/ca", public, "", "", s.clusterCA}, // public: the CA certificate is not secret
+		{"POST /api/v1/cluster/join", joinToken, "", "cluster.join", s.clusterJoin},
 		{"POST /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.drain", s.drainAgent},
 		{"DELETE /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.undrain", s.undrainAgent},
 		{"POST /api/v1/agent-tokens", adminToken, auth.TokenManage, "agent_token.create", s.createAgentToken},

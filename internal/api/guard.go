@@ -31,14 +31,16 @@ const msgBadAdminToken = "admin token missing or invalid (send Authorization: Be
 //     (403 naming both).
 //  3. Request bodies are bounded.
 //  4. The audit log gets every mutation (any method but GET) of an
-//     admin-token route, with its outcome, and every request denied with
+//     admin-token route, with its outcome; every join request that names
+//     a token (join-token routes; the handler skips malformed ones), with
+//     its outcome; and every request denied with
 //     401 or 403, whoever denied it (the guard, or the handler of a
 //     signed, job-token or agent-token route), except a webhook delivery
 //     the handler did not record either (skipAudit: a flood of
 //     unauthenticated deliveries is sampled). Its target is the URL path,
 //     bounded to maxAuditTarget bytes.
 func (s *Server) guard(rt route) http.Handler {
-	limited := rt.access == adminToken || rt.access == jobToken || rt.access == agentToken
+	limited := rt.access == adminToken || rt.access == jobToken || rt.access == agentToken || rt.access == joinToken
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		client := s.clientAddr(r)
 		if limited {
@@ -93,6 +95,16 @@ func (s *Server) guard(rt route) http.Handler {
 				entry.Detail = rec.errorText()
 			}
 			s.record(r.Context(), *entry)
+		case rt.access == joinToken && !*skip:
+			entry.Status = status
+			entry.Outcome = outcomeOf(status)
+			if entry.Detail == "" && status >= 400 {
+				entry.Detail = rec.errorText()
+			}
+			s.record(r.Context(), *entry)
+			if status == http.StatusUnauthorized {
+				s.failedAuth(r.Context(), client)
+			}
 		case denied && rt.access != public && !*skip:
 			entry.Outcome, entry.Status, entry.Detail = auth.OutcomeDenied, status, rec.errorText()
 			switch rt.access {

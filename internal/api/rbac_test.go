@@ -74,6 +74,8 @@ type fixture func(t *testing.T) (path, body string, want int)
 //   - public: success for everyone;
 //   - signed, job-token and agent-token: 401 for no token and for every
 //     admin token (admin tokens grant nothing there);
+//   - join-token: the same answer whatever admin token is sent, none
+//     included (the credential is the join token in the body);
 //   - admin-token: 401 without a token, 403 for a role without the
 //     route's permission, success for a role with it.
 func TestEveryRouteEnforcesItsAccess(t *testing.T) {
@@ -153,6 +155,15 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			"GET /api/v1/peers":     static("/api/v1/peers", "", http.StatusOK),
 			// A peer no one knows: the guard let the caller through to 404.
 			"DELETE /api/v1/peers/{id}": static("/api/v1/peers/no-such-peer", "", http.StatusNotFound),
+			// The walk runs standalone orchestrators, which are not
+			// coordinators: the join routes' own 409 (404 for the public CA)
+			// shows the guard let the caller through. cluster_test.go walks
+			// them on a coordinator.
+			"POST /api/v1/peers/join-tokens": static("/api/v1/peers/join-tokens", `{"ttl": "1h"}`, http.StatusConflict),
+			"GET /api/v1/peers/join-tokens":  static("/api/v1/peers/join-tokens", "", http.StatusConflict),
+			"GET /api/v1/cluster/ca":         static("/api/v1/cluster/ca", "", http.StatusNotFound),
+			"POST /api/v1/cluster/join": static("/api/v1/cluster/join",
+				`{"token_id": "aaaaaaaaaaaa", "secret": "00", "node_id": "walker", "csr_pem": "x"}`, http.StatusConflict),
 			"POST /api/v1/agents/{id}/drain": func(t *testing.T) (string, string, int) {
 				return "/api/v1/agents/" + unique("host-") + "/drain", `{"reason": "walk"}`, http.StatusOK
 			},
@@ -238,7 +249,7 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 						path, body, ok := fx(t)
 						want := ok
 						switch {
-						case rt.Access == "public":
+						case rt.Access == "public", rt.Access == "join-token":
 						case rt.Access != "admin-token":
 							want = http.StatusUnauthorized
 						case c.role == "":

@@ -1,0 +1,61 @@
+package secrets
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// sealedBlobPrefix starts a sealed blob: "kici-blob:<key version>:<envelope>".
+const sealedBlobPrefix = "kici-blob:"
+
+// blobAAD binds a sealed blob to its purpose, so that a blob sealed for
+// one use does not open for another. The purpose comes last, so the
+// encoding is unambiguous.
+func blobAAD(purpose string) []byte { return []byte("kici-blob\x00v1\x00" + purpose) }
+
+// SealBlob seals plain, a value kici itself must keep secret at rest (the
+// cluster CA's private key, say), under the secret key in use, with
+// purpose bound as additional data: OpenBlob opens it only for the same
+// purpose. The result is text, safe to store in a column.
+//
+// Key rotation (Rotate) does not re-seal blobs: a blob sealed before a
+// rotation no longer opens after it, and OpenBlob says so.
+func (s *Service) SealBlob(purpose string, plain []byte) (string, error) {
+	if purpose == "" {
+		return "", errors.New("seal blob: purpose is required")
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	env, err := seal(s.src.key, blobAAD(purpose), plain)
+	if err != nil {
+		return "", fmt.Errorf("seal blob for %q: %w", purpose, err)
+	}
+	return sealedBlobPrefix + strconv.Itoa(s.version) + ":" + env, nil
+}
+
+// OpenBlob returns what SealBlob sealed for purpose. A blob sealed for
+// another purpose, under another key, or altered, gives an error wrapping
+// ErrOpen; one sealed under an earlier key version says which.
+func (s *Service) OpenBlob(purpose, sealed string) ([]byte, error) {
+	rest, ok := strings.CutPrefix(sealed, sealedBlobPrefix)
+	if !ok {
+		return nil, fmt.Errorf("open blob for %q: %w: not a sealed blob", purpose, ErrOpen)
+	}
+	ver, env, ok := strings.Cut(rest, ":")
+	version, err := strconv.Atoi(ver)
+	if !ok || err != nil {
+		return nil, fmt.Errorf("open blob for %q: %w: malformed key version", purpose, ErrOpen)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if version != s.version {
+		return nil, fmt.Errorf("open blob for %q: sealed under key version %d, the key in use is version %d: %w", purpose, version, s.version, ErrOpen)
+	}
+	plain, err := open(s.src.key, blobAAD(purpose), env)
+	if err != nil {
+		return nil, fmt.Errorf("open blob for %q: %w", purpose, err)
+	}
+	return plain, nil
+}
