@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,12 +18,14 @@ import (
 	"github.com/kici-dev/kici/internal/testsvc"
 )
 
-// TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator: two
-// coordinators share PostgreSQL; agents that list both are connected to
-// the leader and run 4 jobs while 2 wait in the queue. SIGKILL the leader:
-// the other coordinator leads within 15 s, the agents move to it with
+// TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator: three
+// coordinators share PostgreSQL; agents that list them all are connected
+// to the leader and run 4 jobs while 2 wait in the queue, and a follower
+// watches the run on the third coordinator. SIGKILL the leader: another
+// coordinator leads within 15 s under a new term, the agents move with
 // their jobs in flight, every job succeeds (the 2 queued ones dispatched
-// by the survivor) and every step ran exactly once.
+// by a survivor), every step ran exactly once, the follower sees the run
+// end, and each job's log reads whole on both survivors.
 func TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator(t *testing.T) {
 	t.Parallel()
 	dbURL := testsvc.PostgresURL(t)
@@ -32,27 +35,54 @@ func TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator(t *testing.T) {
 	waitFor(t, 10*time.Second, "the first coordinator to lead", func() bool {
 		return lead.metricValue(t, "kici_orch_cluster_leader") == 1
 	})
-	other := startOrchestrator(t, dbURL, cluster...)
+	survivors := []*orchestrator{startOrchestrator(t, dbURL, cluster...), startOrchestrator(t, dbURL, cluster...)}
 	const as, bs = 1, 6
 	marks := t.TempDir()
-	lead.addRepo(t, map[string]string{"ci.yml": matrixWorkflow(marks, as, bs)})
-	urls := fmt.Sprintf("ws://%s/ws,ws://%s/ws", lead.addr, other.addr)
+	// Each step prints a line before it waits, so that part of its log is
+	// stored by the coordinator that dies.
+	lead.addRepo(t, map[string]string{"ci.yml": strings.Replace(matrixWorkflow(marks, as, bs), "run: echo ran >>", "run: echo before; echo ran >>", 1)})
+	urls := fmt.Sprintf("ws://%s/ws,ws://%s/ws,ws://%s/ws", lead.addr, survivors[0].addr, survivors[1].addr)
 	for i := range 2 {
 		startAgent(t, lead, urls, fmt.Sprintf("mover-%d", i), nil, "KICI_AGENT_CONCURRENCY=2")
 	}
 	id := lead.push(t)
+	follower := survivors[1].follow(t, id)
 	waitFor(t, 30*time.Second, "4 jobs to start", func() bool {
 		return countGlob(t, filepath.Join(marks, "started-*")) >= 4
 	})
+	waitFor(t, 15*time.Second, "the running jobs' first lines stored by the leader", func() bool {
+		n := 0
+		for _, j := range lead.run(t, id).Jobs {
+			if j.Status == "running" && slices.Contains(lead.logs(t, id, j.Name), "before") {
+				n++
+			}
+		}
+		return n == 4
+	})
+	oldTerm := lead.metricValue(t, "kici_orch_cluster_leader_term")
 	lead.kill()
 	killed := time.Now()
-	waitFor(t, 15*time.Second, "the surviving coordinator to lead", func() bool {
-		return other.metricValue(t, "kici_orch_cluster_leader") == 1
+	var next *orchestrator
+	waitFor(t, 15*time.Second, "a surviving coordinator to lead", func() bool {
+		l0, l1 := survivors[0].metricValue(t, "kici_orch_cluster_leader"), survivors[1].metricValue(t, "kici_orch_cluster_leader")
+		if l0 == 1 && l1 == 1 {
+			t.Fatal("two coordinators lead")
+		}
+		switch {
+		case l0 == 1:
+			next = survivors[0]
+		case l1 == 1:
+			next = survivors[1]
+		}
+		return next != nil
 	})
-	t.Logf("the survivor leads %s after the kill", time.Since(killed).Round(time.Millisecond))
-	// The agents reach the survivor with their jobs before the steps end.
-	waitFor(t, 15*time.Second, "both agents on the survivor", func() bool {
-		return len(other.agentIDs(t)) == 2
+	t.Logf("a survivor leads %s after the kill", time.Since(killed).Round(time.Millisecond))
+	if term := next.metricValue(t, "kici_orch_cluster_leader_term"); oldTerm < 1 || term <= oldTerm {
+		t.Errorf("leader term: %v after the failover, %v before; want it to grow", term, oldTerm)
+	}
+	// The agents reach a survivor with their jobs before the steps end.
+	waitFor(t, 15*time.Second, "both agents on the survivors", func() bool {
+		return len(survivors[0].agentIDs(t))+len(survivors[1].agentIDs(t)) == 2
 	})
 	if n := countGlob(t, filepath.Join(marks, "started-*")); n != 4 {
 		t.Fatalf("%d jobs started before the steps were released, want 4", n)
@@ -60,14 +90,25 @@ func TestLeaderKilledMidJobAgentsFinishOnAnotherCoordinator(t *testing.T) {
 	if err := touch(filepath.Join(marks, "go")); err != nil {
 		t.Fatal(err)
 	}
-	r := other.waitRun(t, id, 60*time.Second, "the run to end on the survivor", ended)
-	for _, j := range r.Jobs {
-		if j.Status != "success" {
-			t.Errorf("job %s: %s (%s), want success", j.Name, j.Status, j.Error)
+	follower.waitFor(t, "the run's end on the third coordinator's stream", func(ev apiv1.Event) bool {
+		return ev.Kind == "run" && ev.Status == "success"
+	})
+	for _, o := range survivors {
+		r := o.waitRun(t, id, 60*time.Second, "the run to end", ended)
+		for _, j := range r.Jobs {
+			if j.Status != "success" {
+				t.Errorf("job %s: %s (%s), want success", j.Name, j.Status, j.Error)
+			}
+			// The log reads whole, the lines stored by the dead
+			// coordinator before the kill included.
+			got := o.logs(t, id, j.Name)
+			if !slices.Contains(got, "before") || !slices.Contains(got, "done") {
+				t.Errorf("job %s: log on %s %q, want its step's lines from before and after the kill", j.Name, o.addr, got)
+			}
 		}
-	}
-	if r.Status != "success" {
-		t.Errorf("run: %s (%s), want success", r.Status, r.Error)
+		if r.Status != "success" {
+			t.Errorf("run: %s (%s), want success", r.Status, r.Error)
+		}
 	}
 	assertRanOnce(t, marks, as, bs)
 	_ = os.Remove(filepath.Join(marks, "go"))
@@ -117,6 +158,17 @@ jobs:
 	seen.waitFor(t, "first's success on b's stream", func(ev apiv1.Event) bool {
 		return ev.Kind == "job" && ev.Job == "first" && ev.Status == "success"
 	})
+	seen.waitFor(t, "first's log line live on b's stream", func(ev apiv1.Event) bool {
+		for _, l := range ev.Lines {
+			if ev.Kind == "log" && l.Text == "first done" {
+				return true
+			}
+		}
+		return false
+	})
+	if got := b.logs(t, id, "first"); !slices.Contains(got, "first done") {
+		t.Errorf("first's log read on b: %q, want its line", got)
+	}
 	seen.waitFor(t, "second running on b's stream", func(ev apiv1.Event) bool {
 		return ev.Kind == "job" && ev.Job == "second" && ev.Status == "running"
 	})

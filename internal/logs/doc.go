@@ -27,6 +27,21 @@
 // [Store.Read] returns the whole lines after a cursor and the cursor to read
 // from next.
 //
+// # Shared logs
+//
+// A Store built with [Config.DB] (the orchestrator does so for the
+// coordinators of a cluster) keeps the same records in the database
+// instead: one row per stored chunk, holding exactly the bytes the file
+// would get, at the byte offsets they would have, so cursors, Read and
+// the replay rule are unchanged. A chunk's row and its job's position are
+// written in one transaction, with the position row locked, so two
+// coordinators appending for one job (an agent that moved mid-flight)
+// store each chunk once. Every coordinator reads every log, and a log
+// outlives the coordinator that received it. [Store.OnLog] hands each
+// stored chunk's event to the orchestrator, which tells the other
+// coordinators where the chunk lies; they publish it to their own
+// subscribers with [Store.PublishStored].
+//
 // # Durability
 //
 // The promise: when Append returns true, the chunk survives a crash of the
@@ -61,7 +76,7 @@
 //
 // The orchestrator builds one Store in main and hands it to the packages
 // that write logs (agentws through the tracker) and read them (api). All
-// methods of a Store are safe for concurrent use. The package imports only
-// the standard library and internal/protocol (a [Line] is a
-// protocol.LogLine).
+// methods of a Store are safe for concurrent use. The package imports the
+// standard library, internal/protocol (a [Line] is a protocol.LogLine) and
+// internal/store (the rows of shared logs).
 package logs

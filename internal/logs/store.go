@@ -120,6 +120,11 @@ type Config struct {
 	// SubscriberBuffer is how many events each subscriber may have waiting
 	// before it is dropped as lagged; zero means 256.
 	SubscriberBuffer int
+	// DB, when set, makes the Store shared: logs are kept in the database
+	// instead of files under Dir, so that every coordinator of a cluster
+	// reads and follows every log, and a log outlives the coordinator that
+	// received it. Cursors, replay rules and events are the same.
+	DB ChunkDB
 }
 
 // Validate reports the first bad field.
@@ -152,6 +157,10 @@ type Store struct {
 	log *slog.Logger
 	dir string
 	hub *hub
+	// db keeps the logs of a shared Store (Config.DB); nil: files.
+	db ChunkDB
+	// onLog is told of each log event of a chunk stored here (OnLog).
+	onLog func(Event)
 
 	mu   sync.Mutex
 	jobs map[jobKey]*jobState
@@ -190,6 +199,7 @@ func New(logger *slog.Logger, cfg Config) (*Store, error) {
 	return &Store{
 		log:        logger.With("component", "logs"),
 		dir:        cfg.Dir,
+		db:         cfg.DB,
 		hub:        newHub(buf),
 		jobs:       map[jobKey]*jobState{},
 		syncedRuns: map[string]struct{}{},
@@ -226,6 +236,9 @@ func (s *Store) Size(ctx context.Context, key StepKey) (int64, error) {
 	if err := key.validate(); err != nil {
 		return 0, err
 	}
+	if s.shared() {
+		return s.db.LogSize(ctx, key.RunID, key.JobID, key.Step)
+	}
 	fi, err := os.Stat(s.stepPath(key))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -245,6 +258,9 @@ func (s *Store) RemoveRun(ctx context.Context, runID string) error {
 	}
 	if err := checkID("run id", runID); err != nil {
 		return err
+	}
+	if s.shared() {
+		return s.db.DeleteRunLogs(ctx, runID)
 	}
 	// Hold each known job of the run while its files go, so no append
 	// interleaves with the removal, and forget their positions.

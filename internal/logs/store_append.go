@@ -132,6 +132,7 @@ func (s *Store) AppendAll(ctx context.Context, chunks []Chunk) []Appended {
 // the caller must call Sync, once, soon.
 func (s *Store) WriteAll(ctx context.Context, chunks []Chunk) *PendingAppend {
 	p := &PendingAppend{
+		ctx:    ctx,
 		b:      &appendBatch{s: s, jobs: map[jobKey]*batchJob{}},
 		chunks: chunks,
 		out:    make([]Appended, len(chunks)),
@@ -153,6 +154,9 @@ func (s *Store) WriteAll(ctx context.Context, chunks []Chunk) *PendingAppend {
 			p.jobOf[i] = p.b.job(jobKey{runID: c.Key.RunID, jobID: c.Key.JobID})
 		}
 	}
+	if s.shared() {
+		return p // written in one transaction by Sync
+	}
 	p.b.lock()
 	for i, c := range chunks {
 		if bj := p.jobOf[i]; bj != nil && bj.err == nil {
@@ -164,6 +168,7 @@ func (s *Store) WriteAll(ctx context.Context, chunks []Chunk) *PendingAppend {
 
 // PendingAppend is a WriteAll waiting for its Sync.
 type PendingAppend struct {
+	ctx    context.Context // for a shared Store's transaction
 	b      *appendBatch
 	chunks []Chunk
 	out    []Appended
@@ -173,6 +178,9 @@ type PendingAppend struct {
 // Sync makes the chunks of WriteAll durable, publishes those stored, and
 // returns what became of each, as AppendAll does.
 func (p *PendingAppend) Sync() []Appended {
+	if p.b.s.shared() {
+		return p.syncShared()
+	}
 	b := p.b
 	defer b.close()
 	b.sync()
@@ -480,6 +488,9 @@ func (s *Store) Prepare(ctx context.Context, runID, jobID string) error {
 	}
 	if err := checkID("job id", jobID); err != nil {
 		return err
+	}
+	if s.shared() {
+		return nil // nothing to make ahead
 	}
 	js := s.lockJob(jobKey{runID: runID, jobID: jobID})
 	defer js.mu.Unlock()

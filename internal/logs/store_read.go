@@ -47,6 +47,9 @@ func (s *Store) Read(ctx context.Context, key StepKey, cursor int64, limit int) 
 		limit = DefaultReadLimit
 	}
 	limit = min(limit, MaxReadLimit)
+	if s.shared() {
+		return s.readShared(ctx, key, cursor, limit)
+	}
 
 	path := s.stepPath(key)
 	f, err := os.Open(path)

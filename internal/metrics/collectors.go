@@ -150,6 +150,16 @@ func (r *Registry) WatchAgents(count func() map[string]int) {
 	})
 }
 
+// WatchClusterEvents reports, at each scrape, how many live events this
+// coordinator could not relay to the other coordinators (dropped returns
+// the running count). Coordinators call it once.
+func (r *Registry) WatchClusterEvents(dropped func() float64) {
+	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "kici_orch_cluster_events_dropped_total",
+		Help: "Live events (status changes, log chunk notices) this coordinator could not relay to the other coordinators.",
+	}, dropped))
+}
+
 // LogStats is what the log-store collector reads at scrape time.
 type LogStats struct {
 	BytesStored  int64

@@ -56,6 +56,9 @@ type Registry struct {
 	// ClusterLeader is 1 while this process acts as the coordinators'
 	// leader (always 1 for a standalone orchestrator).
 	ClusterLeader prometheus.Gauge
+	// ClusterLeaderTerm is the term of the leader lease this process
+	// holds, 0 while it does not lead (and on a standalone orchestrator).
+	ClusterLeaderTerm prometheus.Gauge
 	// ref holds the metrics under the reference orchestrator's names.
 	ref *reference
 }
@@ -113,6 +116,9 @@ func New() *Registry {
 		ClusterLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "kici_orch_cluster_leader", Help: "1 while this orchestrator runs the singleton duties (the coordinators' leader, or a standalone orchestrator), else 0.",
 		}),
+		ClusterLeaderTerm: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kici_orch_cluster_leader_term", Help: "Term of the leader lease this coordinator holds; 0 while it does not lead.",
+		}),
 	}
 	r.ref = newReference(r)
 	r.reg.MustRegister(r.ref.collectors()...)
@@ -121,7 +127,7 @@ func New() *Registry {
 	}
 	r.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		r.RunsFinished, r.JobsFinished, r.WebhookDeliveries, r.WebhookUnrecorded, r.RetentionDeleted, r.ScalerSpawnFailures, r.ScalerConfigReloads,
-		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds, r.ClusterLeader)
+		r.ScalerSpawnRefusals, r.ScalerProvisioning, r.QueueWaitSeconds, r.TimeToStartSeconds, r.JobDurationSeconds, r.ClusterLeader, r.ClusterLeaderTerm)
 	return r
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/checks"
 	"github.com/kici-dev/kici/internal/cluster/events"
+	"github.com/kici-dev/kici/internal/cluster/join"
 	"github.com/kici-dev/kici/internal/cluster/leader"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
@@ -117,7 +118,13 @@ func (s *Server) build(ctx context.Context) error {
 	if err := s.claim(ctx); err != nil {
 		return err
 	}
-	logStore, err := logs.New(s.log, logs.Config{Dir: filepath.Join(s.cfg.DataDir, "logs")})
+	logCfg := logs.Config{Dir: filepath.Join(s.cfg.DataDir, "logs")}
+	if s.cfg.ClusterRole == RoleCoordinator {
+		// Every coordinator reads and follows every log, and a log
+		// outlives the coordinator that received it.
+		logCfg.DB = s.db
+	}
+	logStore, err := logs.New(s.log, logCfg)
 	if err != nil {
 		return err
 	}
@@ -161,7 +168,14 @@ func (s *Server) build(ctx context.Context) error {
 		return err
 	}
 	if s.cfg.ClusterRole == RoleCoordinator {
-		s.relay = events.New(s.db, s.self.ID, s.log.With("component", "events"), store.MaxNotifyPayload, s.deliverRelayed)
+		s.relay = events.New(s.db, s.self.ID, s.log.With("component", "events"), store.MaxNotifyPayload,
+			events.Handlers{Status: s.deliverRelayed, Log: s.deliverRelayedLog})
+		s.metrics.WatchClusterEvents(func() float64 { return float64(s.relay.Dropped()) })
+		s.logs.OnLog(func(ev logs.Event) {
+			l := ev.Log
+			s.relay.PublishLog(events.LogPointer{RunID: ev.RunID, JobID: l.JobID, Step: l.Step, Attempt: l.Attempt,
+				Seq: l.Seq, Cursor: l.Cursor, Next: l.Next})
+		})
 	}
 	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, s.publisher(), disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun,
@@ -219,6 +233,10 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	apiCfg.Schedules = s.schedules
 	apiCfg.Peers = s
+	if s.cfg.ClusterRole == RoleCoordinator {
+		// Workers join a cluster through its coordinators only.
+		apiCfg.Join = join.New(s.db, secretStore, s.log.With("component", "join"))
+	}
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	return nil
 }
@@ -402,9 +420,12 @@ func (s *Server) singletonDuties(ctx context.Context, bg *sync.WaitGroup) (func(
 	bg.Go(func() { e.Run(ctx) })
 	bg.Go(func() {
 		e.WhileLeader(ctx, func(ctx context.Context) {
+			term, _ := e.Acting()
 			s.metrics.ClusterLeader.Set(1)
+			s.metrics.ClusterLeaderTerm.Set(float64(term))
 			<-ctx.Done()
 			s.metrics.ClusterLeader.Set(0)
+			s.metrics.ClusterLeaderTerm.Set(0)
 		})
 	})
 	return func(duty func(context.Context)) {
@@ -554,6 +575,18 @@ func (s *Server) deliverRelayed(ev apiv1.Event) {
 		return
 	}
 	s.logs.Publish(logs.Event{RunID: ev.RunID, Kind: logs.EventStatus, Data: data})
+}
+
+// deliverRelayedLog publishes, to this coordinator's followers, the lines
+// of a log chunk another coordinator stored, read from the shared store.
+func (s *Server) deliverRelayedLog(p events.LogPointer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := logs.StepKey{RunID: p.RunID, JobID: p.JobID, Step: p.Step, Attempt: p.Attempt}
+	if err := s.logs.PublishStored(ctx, key, p.Seq, p.Cursor, p.Next); err != nil {
+		// The followers see a gap in the cursors and read it from the API.
+		s.log.Debug("relayed log chunk not published", "run_id", p.RunID, "job_id", p.JobID, "error", err)
+	}
 }
 
 func (p hubPublisher) Publish(ev apiv1.Event) {

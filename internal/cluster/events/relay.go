@@ -1,6 +1,8 @@
-// Package events relays the live status events of runs (run, job and step
-// status changes) between the coordinators of a cluster, so that a run is
-// followable on any coordinator whichever one advanced it. It rides on
+// Package events relays the live events of runs between the coordinators
+// of a cluster, so that a run is followable on any coordinator whichever
+// one advanced it: status changes (run, job and step) as they are, and log
+// chunks as pointers to the rows the sending coordinator stored (the
+// receiver reads the lines from the shared log store). It rides on
 // PostgreSQL notifications (LISTEN/NOTIFY) through the store: coordinators
 // share the database already, and need no connection to each other.
 //
@@ -41,26 +43,51 @@ type Notifier interface {
 	Listen(ctx context.Context, topic string, ready func(), fn func(payload string)) error
 }
 
+// LogPointer names a log chunk a coordinator stored: the step log's byte
+// range [Cursor, Next) of the chunk seq Seq.
+type LogPointer struct {
+	RunID   string `json:"r"`
+	JobID   string `json:"j"`
+	Step    int    `json:"s"`
+	Attempt int    `json:"a,omitempty"`
+	Seq     uint64 `json:"q"`
+	Cursor  int64  `json:"c"`
+	Next    int64  `json:"n"`
+}
+
+// Handlers receive the events other coordinators publish, on the
+// listening goroutine, in the order they were published.
+type Handlers struct {
+	Status func(apiv1.Event)
+	Log    func(LogPointer)
+}
+
+// item is one queued event: a status event or a log pointer.
+type item struct {
+	status *apiv1.Event
+	log    *LogPointer
+}
+
 // Relay sends the events published on this coordinator to the others and
 // delivers theirs here.
 type Relay struct {
 	db      Notifier
 	self    string
 	log     *slog.Logger
-	deliver func(apiv1.Event)
+	deliver Handlers
 	max     int // payload bound (store.MaxNotifyPayload)
-	out     chan apiv1.Event
+	out     chan item
 	dropped atomic.Int64
 	ready   chan struct{}
 	readyOn atomic.Bool
 }
 
-// New returns a relay for coordinator self. deliver is called with each
-// event another coordinator published, on the listening goroutine.
-// maxPayload is the largest notification the store sends.
-func New(db Notifier, self string, log *slog.Logger, maxPayload int, deliver func(apiv1.Event)) *Relay {
+// New returns a relay for coordinator self, delivering the other
+// coordinators' events to deliver. maxPayload is the largest notification
+// the store sends.
+func New(db Notifier, self string, log *slog.Logger, maxPayload int, deliver Handlers) *Relay {
 	return &Relay{db: db, self: self, log: log, deliver: deliver, max: maxPayload,
-		out: make(chan apiv1.Event, queueSize), ready: make(chan struct{})}
+		out: make(chan item, queueSize), ready: make(chan struct{})}
 }
 
 // Dropped is how many events were not relayed because the queue was full
@@ -73,17 +100,49 @@ func (r *Relay) Ready() <-chan struct{} { return r.ready }
 
 // Publish queues ev to be sent to the other coordinators. It never blocks.
 func (r *Relay) Publish(ev apiv1.Event) {
+	ev = trim(ev)
+	r.enqueue(item{status: &ev})
+}
+
+// PublishLog queues a pointer to a stored log chunk to be sent to the
+// other coordinators. It never blocks.
+func (r *Relay) PublishLog(p LogPointer) {
+	r.enqueue(item{log: &p})
+}
+
+func (r *Relay) enqueue(it item) {
 	select {
-	case r.out <- ev:
+	case r.out <- it:
 	default:
 		r.dropped.Add(1)
 	}
 }
 
-// message is one notification: events of one coordinator, in order.
+// message is one notification: events of one coordinator, in the order
+// they were published (Order tells status events and log pointers apart:
+// 's' and 'l', one letter per event).
 type message struct {
 	Origin string        `json:"o"`
-	Events []apiv1.Event `json:"e"`
+	Order  string        `json:"k"`
+	Events []apiv1.Event `json:"e,omitempty"`
+	Logs   []LogPointer  `json:"l,omitempty"`
+}
+
+// encode renders items as one message.
+func (r *Relay) encode(items []item) ([]byte, error) {
+	m := message{Origin: r.self}
+	order := make([]byte, 0, len(items))
+	for _, it := range items {
+		if it.status != nil {
+			m.Events = append(m.Events, *it.status)
+			order = append(order, 's')
+		} else {
+			m.Logs = append(m.Logs, *it.log)
+			order = append(order, 'l')
+		}
+	}
+	m.Order = string(order)
+	return json.Marshal(m)
 }
 
 // Run sends and listens until ctx ends.
@@ -101,18 +160,18 @@ func (r *Relay) Run(ctx context.Context) error {
 // send batches queued events into notifications until ctx ends.
 func (r *Relay) send(ctx context.Context) {
 	for {
-		var first apiv1.Event
+		var first item
 		select {
 		case <-ctx.Done():
 			return
 		case first = <-r.out:
 		}
-		batch := []apiv1.Event{trim(first)}
+		batch := []item{first}
 	more:
 		for len(batch) < 64 {
 			select {
-			case ev := <-r.out:
-				batch = append(batch, trim(ev))
+			case it := <-r.out:
+				batch = append(batch, it)
 			default:
 				break more
 			}
@@ -122,13 +181,13 @@ func (r *Relay) send(ctx context.Context) {
 }
 
 // sendBatch sends batch in as few notifications as fit the payload bound.
-func (r *Relay) sendBatch(ctx context.Context, batch []apiv1.Event) {
+func (r *Relay) sendBatch(ctx context.Context, batch []item) {
 	for len(batch) > 0 {
 		n := len(batch)
 		var payload []byte
 		for ; n > 0; n /= 2 {
 			var err error
-			payload, err = json.Marshal(message{Origin: r.self, Events: batch[:n]})
+			payload, err = r.encode(batch[:n])
 			if err == nil && len(payload) <= r.max {
 				break
 			}
@@ -185,11 +244,27 @@ func (r *Relay) receive(payload string) {
 	if m.Origin == r.self {
 		return // published here already
 	}
-	for _, ev := range m.Events {
-		if ev.RunID == "" {
-			continue
+	if len(m.Order) != len(m.Events)+len(m.Logs) {
+		r.log.Warn("malformed status event notification skipped", "error", "order does not match the events", "bytes", len(payload))
+		return
+	}
+	var ev, lg int
+	for _, k := range []byte(m.Order) {
+		switch {
+		case k == 's' && ev < len(m.Events):
+			if e := m.Events[ev]; e.RunID != "" && r.deliver.Status != nil {
+				r.deliver.Status(e)
+			}
+			ev++
+		case k == 'l' && lg < len(m.Logs):
+			if p := m.Logs[lg]; p.RunID != "" && r.deliver.Log != nil {
+				r.deliver.Log(p)
+			}
+			lg++
+		default:
+			r.log.Warn("malformed status event notification: rest skipped", "bytes", len(payload))
+			return
 		}
-		r.deliver(ev)
 	}
 }
 

@@ -57,7 +57,10 @@ func startRelay(t *testing.T, ctx context.Context, url, self string) (*events.Re
 	}
 	t.Cleanup(func() { db.Close() })
 	c := &collector{ch: make(chan struct{}, 1)}
-	r := events.New(db, self, slog.New(slog.NewTextHandler(t.Output(), nil)), store.MaxNotifyPayload, c.deliver)
+	r := events.New(db, self, slog.New(slog.NewTextHandler(t.Output(), nil)), store.MaxNotifyPayload,
+		events.Handlers{Status: c.deliver, Log: func(p events.LogPointer) {
+			c.deliver(apiv1.Event{Kind: "log", RunID: p.RunID, JobID: p.JobID, Step: &p.Step, Status: fmt.Sprint(p.Seq, " ", p.Cursor, " ", p.Next)})
+		}})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	t.Cleanup(func() { <-done })
@@ -81,6 +84,10 @@ func TestRelayDeliversToTheOtherCoordinatorsInOrder(t *testing.T) {
 	_, atB := startRelay(t, ctx, url, "coord-b")
 	const n = 300
 	for i := range n {
+		if i%7 == 3 {
+			a.PublishLog(events.LogPointer{RunID: "run-1", JobID: fmt.Sprint(i), Step: 2, Seq: uint64(i), Cursor: int64(i), Next: int64(i + 1)})
+			continue
+		}
 		ev := apiv1.Event{Kind: "job", RunID: "run-1", JobID: fmt.Sprint(i), Status: "running"}
 		if i%50 == 0 {
 			ev.Error = strings.Repeat("é", 5000) // 10,000 bytes
@@ -92,7 +99,10 @@ func TestRelayDeliversToTheOtherCoordinatorsInOrder(t *testing.T) {
 		if ev.JobID != fmt.Sprint(i) || ev.RunID != "run-1" {
 			t.Fatalf("event %d at b: %+v, want job %d of run-1 (order kept)", i, ev, i)
 		}
-		if i%50 == 0 && (len(ev.Error) > 2100 || !strings.HasPrefix(ev.Error, "éé")) {
+		if i%7 == 3 && (ev.Kind != "log" || ev.Status != fmt.Sprint(i, " ", i, " ", i+1)) {
+			t.Fatalf("event %d at b: %+v, want the log pointer published", i, ev)
+		}
+		if i%50 == 0 && i%7 != 3 && (len(ev.Error) > 2100 || !strings.HasPrefix(ev.Error, "éé")) {
 			t.Errorf("event %d: error of %d bytes, want it cut to about 2000", i, len(ev.Error))
 		}
 	}
