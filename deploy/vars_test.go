@@ -34,17 +34,10 @@ const (
 	compAgent component = "agent"
 )
 
-// pendingWorkerVars are the worker's variables of the cluster design, which
-// kici-orchestrator does not read yet (the worker role is being built). Only
-// the worker's files may name them; docs/deploy.md may not, since
-// internal/orchestrator's docs test allows only variables some component
-// reads. Once the orchestrator knows one, the test logs that it can leave
-// this list.
-var pendingWorkerVars = []string{
-	"KICI_CLUSTER_COORDINATOR_URLS",
-	"KICI_CLUSTER_JOIN_TOKEN",
-	"KICI_CLUSTER_CREDENTIAL_FILE",
-}
+// pendingWorkerVars are variables of the cluster design that
+// kici-orchestrator does not read yet; only the worker's files may name
+// them. None is left: the worker role reads its three.
+var pendingWorkerVars []string
 
 // workerFiles are the files under deploy/ that configure a worker.
 var workerFiles = []string{
@@ -110,7 +103,7 @@ func checkNames(t *testing.T, c component, where string, names []string) {
 
 // checkEnvironment starts c's configuration from env, as the program would
 // read it at start, and reports a refused value or an unknown variable.
-// A worker is not checked: today's orchestrator refuses the role.
+// A worker is checked like the orchestrator it is.
 func checkEnvironment(t *testing.T, c component, where string, env map[string]string) {
 	t.Helper()
 	getenv := func(k string) string { return env[k] }
@@ -119,7 +112,7 @@ func checkEnvironment(t *testing.T, c component, where string, env map[string]st
 		environ = append(environ, k+"="+v)
 	}
 	switch c {
-	case compOrchestrator:
+	case compOrchestrator, compWorker:
 		_, warnings, err := orchestrator.ConfigFromEnv(getenv, environ)
 		if err != nil {
 			t.Errorf("%s: kici-orchestrator refuses its environment: %v", where, err)

@@ -71,6 +71,9 @@ type Config struct {
 	// (an orchestrator that is not a coordinator) answers 404 on GET
 	// /api/v1/cluster/ca and 409 on the other join routes.
 	Join *join.Service
+	// Peer serves /ws/peer, the workers' channel (mutual TLS inside the
+	// WebSocket authenticates both ends); nil unless a coordinator.
+	Peer http.Handler
 	// Archives caches source archives for agents; nil makes every download
 	// produce its archive again.
 	Archives *archivecache.Cache
@@ -183,6 +186,9 @@ func (s *Server) routes() []route {
 		{"GET /readyz", public, "", "", s.readyz},
 		{"GET /metrics", public, "", "", s.metrics}, // public, as CONTRACT.md says
 		{"GET /ws", agentToken, "", "agent.connect", s.serveWS},
+		// The channel authenticates itself: mutual TLS with the cluster
+		// CA runs inside the WebSocket (internal/cluster/peer).
+		{"GET /ws/peer", public, "", "", s.servePeer},
 		{"POST /webhooks/github/{source}", signed, "", "webhook.github", s.githubWebhook},
 		{"POST /webhooks/generic/{source}", signed, "", "webhook.generic", s.genericWebhook},
 		{"GET /api/v1/sources/{name}/archive/{sha}", jobToken, "", "source.archive", s.archive},
@@ -258,6 +264,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) { s.ws.ServeHTTP(w, r) }
+
+// servePeer hands /ws/peer to the coordinator's cluster channel.
+func (s *Server) servePeer(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Peer == nil {
+		writeError(w, http.StatusNotFound, "the cluster channel is served by coordinators only (KICI_CLUSTER_ROLE=coordinator)")
+		return
+	}
+	s.cfg.Peer.ServeHTTP(w, r)
+}
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Metrics == nil {

@@ -113,12 +113,13 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			return func(*testing.T) (string, string, int) { return path, body, want }
 		}
 		fixtures := map[string]fixture{
-			"GET /healthz":                             static("/healthz", "", http.StatusOK),
-			"GET /readyz":                              static("/readyz", "", http.StatusOK),
-			"GET /metrics":                             static("/metrics", "", http.StatusOK),
-			"GET /ws":                                  static("/ws", "", 0),
-			"POST /webhooks/github/{source}":           static("/webhooks/github/walk", `{}`, 0),
-			"POST /webhooks/generic/{source}":          static("/webhooks/generic/walk", `{}`, 0),
+			"GET /healthz":                    static("/healthz", "", http.StatusOK),
+			"GET /readyz":                     static("/readyz", "", http.StatusOK),
+			"GET /metrics":                    static("/metrics", "", http.StatusOK),
+			"GET /ws":                         static("/ws", "", 0),
+			"GET /ws/peer":                    static("/ws/peer", "", http.StatusNotFound),
+			"POST /webhooks/github/{source}":  static("/webhooks/github/walk", `{}`, 0),
+			"POST /webhooks/generic/{source}": static("/webhooks/generic/walk", `{}`, 0),
 			"GET /api/v1/sources/{name}/archive/{sha}": static("/api/v1/sources/walk/archive/"+sha, "", 0),
 			"GET /api/v1/sources":                      static("/api/v1/sources", "", http.StatusOK),
 			"POST /api/v1/sources": func(t *testing.T) (string, string, int) {

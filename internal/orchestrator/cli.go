@@ -130,6 +130,13 @@ func serve(ctx context.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.ClusterRole == RoleWorker {
+		err := runWorker(ctx, logger, cfg)
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
+		return err
+	}
 	srv, err := New(ctx, logger, cfg)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,9 +93,20 @@ type Config struct {
 	// database. 0 means DefaultInstanceHeartbeat.
 	InstanceHeartbeat time.Duration
 	// ClusterRole is RoleStandalone (the default: this orchestrator owns
-	// its database alone) or RoleCoordinator (any number of coordinators
-	// share one PostgreSQL database; see docs/operations.md).
+	// its database alone), RoleCoordinator (any number of coordinators
+	// share one PostgreSQL database; see docs/operations.md) or
+	// RoleWorker (no database: it joins the coordinators at
+	// CoordinatorURLs).
 	ClusterRole string
+	// CoordinatorURLs are a worker's coordinators' base URLs
+	// (KICI_CLUSTER_COORDINATOR_URLS).
+	CoordinatorURLs []string
+	// JoinToken is a worker's join token, needed only at its first join
+	// (KICI_CLUSTER_JOIN_TOKEN).
+	JoinToken string
+	// CredentialFile is where a worker keeps its key and certificate
+	// (KICI_CLUSTER_CREDENTIAL_FILE; default DataDir/peer-credential).
+	CredentialFile string
 	// LeaderLeaseTTL and LeaderLeaseRenew time the coordinators' leader
 	// lease: it lasts TTL from each renewal, tried every Renew. 0 means
 	// leader.DefaultTTL (10 s) and leader.DefaultRenew (2 s).
@@ -159,6 +171,7 @@ var knownVars = []string{
 	"KICI_WEBHOOK_EVENT_RETENTION_DAYS", "KICI_RETENTION_SWEEP_INTERVAL_MS", "KICI_INSTANCE_HEARTBEAT_MS",
 	"KICI_GIT_ALLOW_FILE_URLS", "KICI_CLUSTER_ROLE", "KICI_SCHEDULE_REFRESH_MS",
 	"KICI_CLUSTER_LEASE_TTL_MS", "KICI_CLUSTER_LEASE_RENEW_MS",
+	"KICI_CLUSTER_COORDINATOR_URLS", "KICI_CLUSTER_JOIN_TOKEN", "KICI_CLUSTER_CREDENTIAL_FILE",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FILE", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
@@ -191,6 +204,16 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		GitHubToken:         getenv("KICI_GITHUB_TOKEN"),
 		GitHubAppKeyFile:    getenv("KICI_GITHUB_APP_KEY_FILE"),
 		ClusterRole:         or(getenv("KICI_CLUSTER_ROLE"), RoleStandalone),
+		JoinToken:           getenv("KICI_CLUSTER_JOIN_TOKEN"),
+		CredentialFile:      getenv("KICI_CLUSTER_CREDENTIAL_FILE"),
+	}
+	for u := range strings.SplitSeq(getenv("KICI_CLUSTER_COORDINATOR_URLS"), ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			c.CoordinatorURLs = append(c.CoordinatorURLs, u)
+		}
+	}
+	if c.CredentialFile == "" {
+		c.CredentialFile = filepath.Join(c.DataDir, "peer-credential")
 	}
 	var errs []error
 	ms := func(name string, def time.Duration, dst *time.Duration) {
@@ -343,9 +366,19 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("KICI_CLUSTER_LEASE_TTL_MS=%d must be at least 3 times KICI_CLUSTER_LEASE_RENEW_MS=%d, so that a leader survives a missed renewal", ttl.Milliseconds(), renew.Milliseconds())
 		}
 	case RoleWorker:
-		return errors.New("KICI_CLUSTER_ROLE=worker is not available yet: run a standalone orchestrator or coordinators on one PostgreSQL database")
+		if c.DatabaseURL != "" {
+			return errors.New("KICI_CLUSTER_ROLE=worker: a worker has no database; unset KICI_DATABASE_URL")
+		}
+		if len(c.CoordinatorURLs) == 0 {
+			return errors.New("KICI_CLUSTER_ROLE=worker needs KICI_CLUSTER_COORDINATOR_URLS: the coordinators' base URLs, comma-separated")
+		}
+		for _, u := range c.CoordinatorURLs {
+			if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+				return fmt.Errorf("KICI_CLUSTER_COORDINATOR_URLS: %q: want an http:// or https:// base URL", u)
+			}
+		}
 	default:
-		return fmt.Errorf("KICI_CLUSTER_ROLE=%q: want standalone or coordinator", c.ClusterRole)
+		return fmt.Errorf("KICI_CLUSTER_ROLE=%q: want standalone, coordinator or worker", c.ClusterRole)
 	}
 	if c.GitHubAppID != 0 && c.GitHubAppKeyFile == "" {
 		return errors.New("KICI_GITHUB_APP_KEY_FILE: required with KICI_GITHUB_APP_ID (the path of the App's private key, PEM)")

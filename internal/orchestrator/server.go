@@ -21,6 +21,7 @@ import (
 	"github.com/kici-dev/kici/internal/archivecache"
 	"github.com/kici-dev/kici/internal/auth"
 	"github.com/kici-dev/kici/internal/checks"
+	"github.com/kici-dev/kici/internal/cluster/coordinator"
 	"github.com/kici-dev/kici/internal/cluster/events"
 	"github.com/kici-dev/kici/internal/cluster/join"
 	"github.com/kici-dev/kici/internal/cluster/leader"
@@ -236,6 +237,8 @@ func (s *Server) build(ctx context.Context) error {
 	if s.cfg.ClusterRole == RoleCoordinator {
 		// Workers join a cluster through its coordinators only.
 		apiCfg.Join = join.New(s.db, secretStore, s.log.With("component", "join"))
+		apiCfg.Peer = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db,
+			Log: s.log.With("component", "peers")})
 	}
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	return nil

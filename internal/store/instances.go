@@ -221,3 +221,32 @@ func (db *DB) ForgetInstance(ctx context.Context, id string, quiet time.Duration
 	}
 	return nil
 }
+
+// InstanceWorker is the role of a cluster worker, recorded by the
+// coordinators it is connected to (a worker has no database of its own).
+const InstanceWorker = "worker"
+
+// TouchWorker records that worker id is connected to a coordinator, from
+// address addr, on host hostname, and is live for ttl: the coordinators
+// holding a channel to it call it at each of its heartbeats, so the
+// instance table lists workers with coordinators. An id that belongs to
+// an orchestrator is refused (ErrConflict): a worker cannot pose as one.
+func (db *DB) TouchWorker(ctx context.Context, id, addr, hostname string, ttl time.Duration) error {
+	if id == "" || ttl <= 0 {
+		return fmt.Errorf("touch worker %q: id and a positive ttl are required", id)
+	}
+	now := normTime(db.clock.Now())
+	changed, err := db.execChanged(ctx,
+		"INSERT INTO orchestrator_instances ("+instanceColumns+") VALUES (?, ?, ?, 0, ?, '', ?, ?, ?)"+
+			" ON CONFLICT (id) DO UPDATE SET hostname = excluded.hostname, addr = excluded.addr,"+
+			" heartbeat_at = excluded.heartbeat_at, expires_at = excluded.expires_at"+
+			" WHERE orchestrator_instances.role = '"+InstanceWorker+"'",
+		id, InstanceWorker, hostname, addr, timeArg(now), timeArg(now), timeArg(now.Add(ttl)))
+	if err != nil {
+		return fmt.Errorf("touch worker %q: %w", id, classify(err))
+	}
+	if !changed {
+		return fmt.Errorf("touch worker %q: the id belongs to an orchestrator: %w", id, ErrConflict)
+	}
+	return nil
+}

@@ -1,0 +1,229 @@
+// Package coordinator is the coordinator's end of the cluster channel:
+// it serves /ws/peer, proves itself with a serving certificate from the
+// cluster CA, accepts workers that present a certificate of that CA, and
+// records each connected worker's heartbeats in the instance table, so
+// that every coordinator lists it among the peers.
+//
+// Routing jobs to workers is not built yet.
+//
+// A *Hub is safe for concurrent use. Only the orchestrator imports it.
+package coordinator
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/kici-dev/kici/internal/cluster/peer"
+	"github.com/kici-dev/kici/internal/cluster/pki"
+	"github.com/kici-dev/kici/internal/cluster/worker"
+)
+
+// Bounds of a worker's heartbeat TTL: it lives for three of its
+// intervals, but never less than MinWorkerTTL.
+const (
+	MinWorkerTTL = 10 * time.Second
+	maxWorkerTTL = 5 * time.Minute
+)
+
+// serverCertTTL is the lifetime of the coordinator's serving
+// certificate; it is renewed when a third of it is left.
+const serverCertTTL = 7 * 24 * time.Hour
+
+// CASource gives the cluster CA (a *join.Service), creating it on first
+// use.
+type CASource interface {
+	EnsureCA(ctx context.Context) (*pki.CA, error)
+}
+
+// Workers is what the hub records of workers (a *store.DB).
+type Workers interface {
+	TouchWorker(ctx context.Context, id, addr, hostname string, ttl time.Duration) error
+}
+
+// Config configures a Hub.
+type Config struct {
+	// SelfID is this coordinator's instance id.
+	SelfID  string
+	CA      CASource
+	Workers Workers
+	Log     *slog.Logger
+}
+
+// Hub serves /ws/peer.
+type Hub struct {
+	cfg Config
+	log *slog.Logger
+
+	certMu sync.Mutex
+	ca     *pki.CA
+	key    *ecdsa.PrivateKey
+	cert   *tls.Certificate
+	expiry time.Time
+
+	mu    sync.Mutex
+	conns map[string]*peer.Conn // by worker node id
+}
+
+// New returns a hub.
+func New(cfg Config) *Hub {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{cfg: cfg, log: cfg.Log, conns: map[string]*peer.Conn{}}
+}
+
+// Connected returns the node ids of the workers connected here, sorted.
+func (h *Hub) Connected() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]string, 0, len(h.conns))
+	for id := range h.conns {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// serving returns the CA and a current serving certificate, issuing one
+// when there is none or a third of its life is left.
+func (h *Hub) serving(ctx context.Context) (*pki.CA, *tls.Certificate, error) {
+	h.certMu.Lock()
+	defer h.certMu.Unlock()
+	if h.ca == nil {
+		ca, err := h.cfg.CA.EnsureCA(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cluster CA: %w", err)
+		}
+		h.ca = ca
+	}
+	now := time.Now()
+	if h.cert != nil && now.Before(h.expiry.Add(-serverCertTTL/3)) {
+		return h.ca, h.cert, nil
+	}
+	if h.key == nil {
+		key, err := pki.NewNodeKey()
+		if err != nil {
+			return nil, nil, err
+		}
+		h.key = key
+	}
+	certPEM, err := h.ca.SignServer(h.key.Public(), []string{peer.CoordinatorServerName}, serverCertTTL, now)
+	if err != nil {
+		return nil, nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(h.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("serving certificate: %w", err)
+	}
+	h.cert, h.expiry = &cert, now.Add(serverCertTTL)
+	return h.ca, h.cert, nil
+}
+
+// ServeHTTP accepts a worker on /ws/peer and serves its channel until it
+// ends.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ca, _, err := h.serving(r.Context())
+	if err != nil {
+		h.log.Error("cluster channel unavailable", "error", err)
+		http.Error(w, "the cluster channel is not available on this coordinator", http.StatusServiceUnavailable)
+		return
+	}
+	c, err := peer.Accept(w, r, peer.ServerConfig{SelfID: h.cfg.SelfID, CA: ca.Certificate(),
+		Certificate: func() (*tls.Certificate, error) {
+			_, cert, err := h.serving(context.Background())
+			return cert, err
+		},
+		// Workers beat at most every worker.MaxHeartbeat: three of those
+		// without a frame mean a dead or cut-off worker.
+		Config: peer.Config{IdleTimeout: 3 * worker.MaxHeartbeat}})
+	if err != nil {
+		h.log.Warn("peer refused", "remote", r.RemoteAddr, "error", err)
+		return
+	}
+	id := c.PeerID()
+	h.mu.Lock()
+	old := h.conns[id]
+	h.conns[id] = c
+	h.mu.Unlock()
+	if old != nil {
+		_ = old.Close() // the worker reconnected: its old channel is dead
+	}
+	h.log.Info("worker connected", "node_id", id, "remote", r.RemoteAddr)
+	err = c.Run(context.WithoutCancel(r.Context()), func(ctx context.Context, f peer.Frame) {
+		switch f.Type {
+		case worker.TypeHeartbeat:
+			var hb worker.Heartbeat
+			if err := f.Decode(&hb); err != nil {
+				h.log.Warn("malformed heartbeat", "node_id", id, "error", err)
+				return
+			}
+			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS)); err != nil {
+				h.log.Error("record worker heartbeat failed", "node_id", id, "error", err)
+			}
+		case worker.TypeRenew:
+			cert, err := h.renew(ca, id, f)
+			if err != nil {
+				h.log.Warn("certificate renewal refused", "node_id", id, "error", err)
+				_ = c.Reply(ctx, f, nil, err)
+				return
+			}
+			_ = c.Reply(ctx, f, worker.Renewed{CertificatePEM: string(cert)}, nil)
+			h.log.Info("worker certificate renewed", "node_id", id)
+		default:
+			if f.ID != "" {
+				_ = c.Reply(ctx, f, nil, fmt.Errorf("%s is not handled by this coordinator", f.Type))
+			}
+		}
+	})
+	h.mu.Lock()
+	if h.conns[id] == c {
+		delete(h.conns, id)
+	}
+	h.mu.Unlock()
+	h.log.Info("worker disconnected", "node_id", id, "reason", err)
+}
+
+// ClientCertTTL is the lifetime of the certificates the hub renews.
+const ClientCertTTL = 24 * time.Hour
+
+// renew signs a new certificate for the worker id of the channel: the
+// request must be for that very node (a worker renews only itself).
+func (h *Hub) renew(ca *pki.CA, id string, f peer.Frame) ([]byte, error) {
+	var req worker.Renew
+	if err := f.Decode(&req); err != nil {
+		return nil, err
+	}
+	if len(req.CSRPEM) > 16<<10 {
+		return nil, fmt.Errorf("certificate request of %d bytes, at most 16 KiB", len(req.CSRPEM))
+	}
+	return ca.SignClient([]byte(req.CSRPEM), id, ClientCertTTL, time.Now())
+}
+
+// ttl is how long a worker stays live after a heartbeat announcing the
+// next one in intervalMS: three intervals, within bounds.
+func ttl(intervalMS int64) time.Duration {
+	d := 3 * time.Duration(max(intervalMS, 0)) * time.Millisecond
+	return min(max(d, MinWorkerTTL), maxWorkerTTL)
+}
+
+// truncate bounds a worker-given text to n bytes of valid UTF-8.
+func truncate(s string, n int) string {
+	if len(s) > n {
+		s = s[:n]
+	}
+	return strings.ToValidUTF8(s, "")
+}

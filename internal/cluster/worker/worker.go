@@ -1,0 +1,361 @@
+// Package worker is the database-less side of a kici cluster: a worker
+// joins the cluster once with a join token, keeps the credential it got
+// in a file, and from then on holds a channel (internal/cluster/peer) to
+// every coordinator it is given, sending heartbeats with what it offers.
+// It is ready while at least one channel is up.
+//
+// Running the coordinators' jobs on the worker's agents is not built yet:
+// today a worker joins, stays connected and is listed among the peers.
+//
+// A *Worker is safe for concurrent use; Run is called once. Only the
+// orchestrator binary imports this package.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/kici-dev/kici/internal/cluster/join"
+	"github.com/kici-dev/kici/internal/cluster/peer"
+	"github.com/kici-dev/kici/internal/cluster/pki"
+)
+
+// TypeHeartbeat is the worker's heartbeat frame.
+const TypeHeartbeat = "peer.heartbeat"
+
+// DefaultHeartbeat is how often a worker sends its heartbeat, and
+// MaxHeartbeat the longest interval allowed: coordinators drop a channel
+// silent for three of those.
+const (
+	DefaultHeartbeat = 5 * time.Second
+	MaxHeartbeat     = 20 * time.Second
+)
+
+// TypeRenew asks the coordinator for a new certificate: a Renew body,
+// answered with a Renewed.
+const TypeRenew = "peer.renew"
+
+// Renew is a certificate request for the worker's own node id and key.
+type Renew struct {
+	CSRPEM string `json:"csr_pem"`
+}
+
+// Renewed is a renewed certificate.
+type Renewed struct {
+	CertificatePEM string `json:"certificate_pem"`
+}
+
+// Heartbeat is the body of a heartbeat: who the worker is and what it
+// offers. IntervalMS tells the coordinator when to expect the next one.
+type Heartbeat struct {
+	NodeID     string `json:"node_id"`
+	Hostname   string `json:"hostname,omitempty"`
+	Version    string `json:"version,omitempty"`
+	IntervalMS int64  `json:"interval_ms"`
+	// Agents is how many agents are connected to the worker.
+	Agents int `json:"agents"`
+}
+
+// Config configures a Worker.
+type Config struct {
+	// CoordinatorURLs are the coordinators' base URLs (http:// or
+	// https://); the worker holds a channel to each.
+	CoordinatorURLs []string
+	// JoinToken is needed only when CredentialFile does not exist yet.
+	JoinToken string
+	// CredentialFile holds the worker's key and certificate (mode 0600).
+	CredentialFile string
+	// Heartbeat is the heartbeat interval; 0 means DefaultHeartbeat.
+	Heartbeat time.Duration
+	// HTTPClient makes the first join; nil means http.DefaultClient.
+	HTTPClient *http.Client
+	Version    string
+	Log        *slog.Logger
+	// Now is the clock that decides when the certificate is renewed; nil
+	// means time.Now.
+	Now func() time.Time
+}
+
+// Worker is a running worker.
+type Worker struct {
+	cfg  Config
+	log  *slog.Logger
+	mu   sync.Mutex
+	cred *pki.Credential
+	// renewMu makes one renewal at a time across the channels.
+	renewMu sync.Mutex
+	up      map[string]string // coordinator URL -> coordinator id, while connected
+}
+
+// New checks cfg and returns a Worker.
+func New(cfg Config) (*Worker, error) {
+	if len(cfg.CoordinatorURLs) == 0 {
+		return nil, errors.New("worker: no coordinator URL (KICI_CLUSTER_COORDINATOR_URLS)")
+	}
+	for _, u := range cfg.CoordinatorURLs {
+		if _, err := peerURL(u); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.CredentialFile == "" {
+		return nil, errors.New("worker: no credential file")
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.Heartbeat > MaxHeartbeat {
+		return nil, fmt.Errorf("worker: heartbeat every %s: at most %s", cfg.Heartbeat, MaxHeartbeat)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Worker{cfg: cfg, log: cfg.Log, up: map[string]string{}}, nil
+}
+
+// peerURL is the /ws/peer URL of a coordinator's base URL.
+func peerURL(base string) (string, error) {
+	b := strings.TrimRight(base, "/")
+	switch {
+	case strings.HasPrefix(b, "http://"):
+		return "ws://" + strings.TrimPrefix(b, "http://") + "/ws/peer", nil
+	case strings.HasPrefix(b, "https://"):
+		return "wss://" + strings.TrimPrefix(b, "https://") + "/ws/peer", nil
+	}
+	return "", fmt.Errorf("worker: coordinator URL %q: want http:// or https://", base)
+}
+
+// Ready reports whether the worker holds a channel to a coordinator.
+func (w *Worker) Ready() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.up) > 0
+}
+
+// Connected returns the ids of the coordinators the worker is connected
+// to, sorted.
+func (w *Worker) Connected() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, id := range w.up {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// NodeID is the worker's node id, once it has a credential.
+func (w *Worker) NodeID() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cred == nil {
+		return ""
+	}
+	return w.cred.NodeID()
+}
+
+// Run loads the credential (joining first if there is none), then keeps
+// a channel to every coordinator until ctx ends. It returns early only
+// when the worker cannot get a credential: a join the coordinators refuse
+// for good, or a CA that does not match the token.
+func (w *Worker) Run(ctx context.Context) error {
+	cred, err := w.credential(ctx)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.cred = cred
+	w.mu.Unlock()
+	w.log.Info("worker credential loaded", "node_id", cred.NodeID(), "expires", cred.ExpiresAt())
+	var wg sync.WaitGroup
+	for _, u := range w.cfg.CoordinatorURLs {
+		wg.Go(func() { w.keep(ctx, u, cred) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// credential reads the credential file, or joins the cluster with the
+// join token and writes it.
+func (w *Worker) credential(ctx context.Context) (*pki.Credential, error) {
+	data, err := os.ReadFile(w.cfg.CredentialFile)
+	if err == nil {
+		cred, err := pki.LoadCredential(data)
+		if err != nil {
+			return nil, fmt.Errorf("worker credential %s: %w", w.cfg.CredentialFile, err)
+		}
+		return cred, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("worker credential: %w", err)
+	}
+	if w.cfg.JoinToken == "" {
+		return nil, fmt.Errorf("worker: no credential in %s and no join token (KICI_CLUSTER_JOIN_TOKEN) to get one", w.cfg.CredentialFile)
+	}
+	tok, err := pki.ParseJoinToken(w.cfg.JoinToken)
+	if err != nil {
+		return nil, fmt.Errorf("worker: KICI_CLUSTER_JOIN_TOKEN: %w", err)
+	}
+	nodeID := "worker-" + uuid.NewString()
+	backoff := 500 * time.Millisecond
+	for {
+		var errs []error
+		for _, u := range w.cfg.CoordinatorURLs {
+			cred, err := join.JoinCluster(ctx, w.cfg.HTTPClient, u, tok, nodeID)
+			if err == nil {
+				data, err := pki.MarshalCredential(cred)
+				if err == nil {
+					err = pki.SaveCredentialFile(w.cfg.CredentialFile, data)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("worker: keep the credential: %w", err)
+				}
+				w.log.Info("joined the cluster", "coordinator", u, "node_id", nodeID)
+				return cred, nil
+			}
+			if errors.Is(err, pki.ErrCAMismatch) || join.Permanent(err) {
+				return nil, fmt.Errorf("worker: %w", err)
+			}
+			errs = append(errs, err)
+		}
+		w.log.Warn("no coordinator took the join yet; trying again", "error", errors.Join(errs...), "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// keep holds a channel to the coordinator at base until ctx ends,
+// reconnecting with backoff.
+func (w *Worker) keep(ctx context.Context, base string, cred *pki.Credential) {
+	url, _ := peerURL(base)
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		c, err := peer.Dial(dctx, url, peer.ClientConfig{CA: cred.CA(), Credential: cred,
+			Config: peer.Config{IdleTimeout: 3 * w.cfg.Heartbeat}})
+		cancel()
+		if err == nil {
+			backoff = 200 * time.Millisecond
+			w.session(ctx, base, c)
+		} else if ctx.Err() == nil {
+			w.log.Warn("coordinator not reachable", "coordinator", base, "error", err)
+		}
+		// Jitter spreads the reconnects of many workers after an outage.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// session runs one channel to a coordinator until it ends.
+func (w *Worker) session(ctx context.Context, base string, c *peer.Conn) {
+	w.mu.Lock()
+	w.up[base] = c.PeerID()
+	w.mu.Unlock()
+	w.log.Info("connected to coordinator", "coordinator", base, "coordinator_id", c.PeerID())
+	defer func() {
+		w.mu.Lock()
+		delete(w.up, base)
+		w.mu.Unlock()
+	}()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go w.beat(sctx, c)
+	err := c.Run(sctx, func(ctx context.Context, f peer.Frame) {
+		if f.ID != "" { // a request this worker does not handle yet: say so
+			_ = c.Reply(ctx, f, nil, fmt.Errorf("%s is not handled by this worker", f.Type))
+		}
+	})
+	if ctx.Err() == nil {
+		w.log.Warn("coordinator channel ended", "coordinator", base, "error", err)
+	}
+}
+
+// beat sends a heartbeat at once and then every interval.
+func (w *Worker) beat(ctx context.Context, c *peer.Conn) {
+	host, _ := os.Hostname()
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, w.cfg.Heartbeat)
+		err := c.Send(sctx, TypeHeartbeat, Heartbeat{NodeID: w.NodeID(), Hostname: host, Version: w.cfg.Version,
+			IntervalMS: w.cfg.Heartbeat.Milliseconds()})
+		cancel()
+		if err != nil {
+			return
+		}
+		if w.cred.NeedsRenewal(w.cfg.Now()) {
+			w.renew(ctx, c)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renew asks the coordinator at the other end of c for a new certificate
+// of the same key and node, and keeps it. A failure is tried again at the
+// next heartbeat; the current certificate stays until it expires.
+func (w *Worker) renew(ctx context.Context, c *peer.Conn) {
+	w.renewMu.Lock()
+	defer w.renewMu.Unlock()
+	if !w.cred.NeedsRenewal(w.cfg.Now()) {
+		return // another channel renewed it meanwhile
+	}
+	err := func() error {
+		csr, err := w.cred.NewCSR()
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		f, err := c.Request(rctx, TypeRenew, Renew{CSRPEM: string(csr)})
+		if err != nil {
+			return err
+		}
+		var r Renewed
+		if err := f.Decode(&r); err != nil {
+			return err
+		}
+		if err := w.cred.Replace([]byte(r.CertificatePEM)); err != nil {
+			return err
+		}
+		data, err := pki.MarshalCredential(w.cred)
+		if err != nil {
+			return err
+		}
+		return pki.SaveCredentialFile(w.cfg.CredentialFile, data)
+	}()
+	if err != nil {
+		w.log.Warn("certificate renewal failed; trying again at the next heartbeat", "coordinator_id", c.PeerID(),
+			"expires", w.cred.ExpiresAt(), "error", err)
+		return
+	}
+	w.log.Info("certificate renewed", "coordinator_id", c.PeerID(), "expires", w.cred.ExpiresAt())
+}

@@ -1,0 +1,163 @@
+package e2e
+
+import (
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+	"github.com/kici-dev/kici/internal/testsvc"
+)
+
+// workerProc is a kici-orchestrator process in the worker role.
+type workerProc struct {
+	addr    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	output  syncBuffer
+	dataDir string
+}
+
+// startWorker starts a worker of the coordinators at urls with data dir
+// dataDir (its credential lives there) and, when token is not empty, the
+// join token; it does not wait for it to be ready.
+func startWorker(t *testing.T, dataDir, token string, urls ...string) *workerProc {
+	t.Helper()
+	w := &workerProc{addr: freeAddr(t), dataDir: dataDir, done: make(chan struct{})}
+	w.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"), "serve")
+	w.cmd.Env = append(minimalEnv(), "KICI_CLUSTER_ROLE=worker", "KICI_HTTP_ADDR="+w.addr, "KICI_DATA_DIR="+dataDir,
+		"KICI_CLUSTER_COORDINATOR_URLS="+strings.Join(urls, ","), "KICI_LOG_FORMAT=text", "KICI_LOG_LEVEL=debug")
+	if token != "" {
+		w.cmd.Env = append(w.cmd.Env, "KICI_CLUSTER_JOIN_TOKEN="+token)
+	}
+	w.cmd.Stdout = &w.output
+	w.cmd.Stderr = &w.output
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() {
+		_ = w.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-w.done:
+		case <-time.After(10 * time.Second):
+			_ = w.cmd.Process.Kill()
+			<-w.done
+		}
+		if t.Failed() {
+			t.Logf("worker output:\n%s", w.output.String())
+		}
+	})
+	return w
+}
+
+func (w *workerProc) ready() bool {
+	resp, err := http.Get("http://" + w.addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func (w *workerProc) stop(t *testing.T) {
+	t.Helper()
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("worker did not stop on SIGTERM")
+	}
+}
+
+// workers returns the worker rows of o's peer list.
+func (o *orchestrator) workers(t *testing.T) []apiv1.Peer {
+	t.Helper()
+	var pl apiv1.PeerList
+	o.api(t, "GET", "/api/v1/peers", nil, &pl, http.StatusOK)
+	var out []apiv1.Peer
+	for _, p := range pl.Peers {
+		if p.Role == "worker" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestWorkerJoinsOnceAndStaysListed: a worker given a token whose CA hash
+// is not the cluster's refuses to join and never spends the token; with
+// the right token it joins, is ready, and is listed connected on every
+// coordinator; restarted without a token it comes back with its
+// credential under the same node id; a connected worker cannot be
+// forgotten.
+func TestWorkerJoinsOnceAndStaysListed(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200"}
+	a := startOrchestrator(t, dbURL, cluster...)
+	b := startOrchestrator(t, dbURL, cluster...)
+	var created apiv1.JoinTokenCreated
+	a.api(t, "POST", "/api/v1/peers/join-tokens", apiv1.JoinTokenRequest{TTL: "1h"}, &created, http.StatusCreated)
+	urls := []string{"http://" + a.addr, "http://" + b.addr}
+
+	// The same id and secret, pinning another CA: a coordinator that
+	// served this cluster's CA would be an impostor to this worker.
+	parts := strings.Split(created.Token, ".")
+	parts[1] = strings.Repeat("0", 64)
+	wrong := startWorker(t, t.TempDir(), strings.Join(parts, "."), urls...)
+	select {
+	case <-wrong.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a worker with a token pinning another CA did not give up")
+	}
+	if code := wrong.cmd.ProcessState.ExitCode(); code == 0 || !strings.Contains(wrong.output.String(), "does not match the join token") {
+		t.Fatalf("worker with the wrong CA hash: exit %d, output:\n%s\nwant a non-zero exit naming the CA mismatch", code, wrong.output.String())
+	}
+	var tokens apiv1.JoinTokenList
+	a.api(t, "GET", "/api/v1/peers/join-tokens", nil, &tokens, http.StatusOK)
+	if len(tokens.Tokens) != 1 || tokens.Tokens[0].State != apiv1.JoinTokenActive {
+		t.Fatalf("tokens after the refused join: %+v, want the token still active (its secret never sent)", tokens.Tokens)
+	}
+
+	dataDir := t.TempDir()
+	w := startWorker(t, dataDir, created.Token, urls...)
+	waitFor(t, 20*time.Second, "the worker to be ready", w.ready)
+	var nodeID string
+	for _, o := range []*orchestrator{a, b} {
+		waitFor(t, 15*time.Second, "the worker listed connected on "+o.addr, func() bool {
+			ws := o.workers(t)
+			if len(ws) == 1 && ws[0].Connected {
+				nodeID = ws[0].ID
+				return true
+			}
+			return false
+		})
+	}
+	a.api(t, "GET", "/api/v1/peers/join-tokens", nil, &tokens, http.StatusOK)
+	if tokens.Tokens[0].State != apiv1.JoinTokenUsed || tokens.Tokens[0].UsedBy != nodeID {
+		t.Errorf("token after the join: %+v, want used by %s", tokens.Tokens[0], nodeID)
+	}
+	a.api(t, "DELETE", "/api/v1/peers/"+nodeID, nil, nil, http.StatusConflict)
+
+	// Restarted without a token: the credential in its data dir suffices.
+	w.stop(t)
+	again := startWorker(t, dataDir, "", urls...)
+	waitFor(t, 20*time.Second, "the restarted worker to be ready", again.ready)
+	if ws := b.workers(t); len(ws) != 1 || ws[0].ID != nodeID {
+		t.Errorf("workers after the restart: %+v, want the one node %s", ws, nodeID)
+	}
+	// Without a reachable coordinator it is not ready.
+	lonely := startWorker(t, t.TempDir(), created.Token, "http://"+freeAddr(t))
+	waitFor(t, 10*time.Second, "the lonely worker to answer", func() bool {
+		resp, err := http.Get("http://" + lonely.addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+}
