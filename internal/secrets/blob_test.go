@@ -94,3 +94,40 @@ func flip(s string) string {
 	}
 	return string(b)
 }
+
+// TestRotateResealsClusterCAKey: the cluster CA's sealed key opens with
+// the new key after a rotation (and the old sealing no longer does).
+func TestRotateResealsClusterCAKey(t *testing.T) {
+	t.Parallel()
+	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		svc, err := secrets.Open(ctx, logger(t), db, secrets.KeyConfig{Env: secrets.GenerateKey().Hex()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed, err := svc.SealBlob(secrets.PurposeClusterCAKey, []byte("the CA key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.InsertClusterCA(ctx, store.ClusterCA{CertPEM: "cert", KeySealed: sealed}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Rotate(ctx, secrets.GenerateKey()); err != nil {
+			t.Fatal(err)
+		}
+		row, err := db.GetClusterCA(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row.KeySealed == sealed || row.CertPEM != "cert" {
+			t.Fatalf("CA row after rotation: %+v, want the key sealed anew and the certificate kept", row)
+		}
+		got, err := svc.OpenBlob(secrets.PurposeClusterCAKey, row.KeySealed)
+		if err != nil || string(got) != "the CA key" {
+			t.Errorf("open the re-sealed CA key: %q, %v", got, err)
+		}
+		if _, err := svc.OpenBlob(secrets.PurposeClusterCAKey, sealed); err == nil {
+			t.Error("the old sealing still opens")
+		}
+	})
+}

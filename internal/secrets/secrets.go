@@ -345,6 +345,9 @@ func (s *Service) Rotate(ctx context.Context, newKey Key) (RotateResult, error) 
 			return err
 		}
 		n += sources
+		if err := s.resealClusterCA(ctx, tx, newKey, version); err != nil {
+			return err
+		}
 		return s.writeCheck(ctx, tx, newKey, version)
 	})
 	if err != nil {

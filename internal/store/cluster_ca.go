@@ -209,3 +209,16 @@ func (q *queries) RevokeJoinToken(ctx context.Context, id string) (bool, error) 
 	}
 	return changed, nil
 }
+
+// ResealClusterCA replaces the sealed key of the cluster CA (a secret key
+// rotation). ErrNotFound if there is no CA.
+func (q *queries) ResealClusterCA(ctx context.Context, keySealed string) error {
+	changed, err := q.execChanged(ctx, "UPDATE cluster_ca SET key_sealed = ? WHERE id = 1", keySealed)
+	if err != nil {
+		return fmt.Errorf("re-seal cluster CA key: %w", classify(err))
+	}
+	if !changed {
+		return fmt.Errorf("re-seal cluster CA key: %w", ErrNotFound)
+	}
+	return nil
+}

@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/kici-dev/kici/internal/cluster/pki"
+	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/store"
 )
 
 // caKeyPurpose is the purpose the CA key is sealed for (see the sealer).
-const caKeyPurpose = "cluster-ca-key"
+const caKeyPurpose = secrets.PurposeClusterCAKey
 
 // ErrNoCA means the cluster has no CA yet: no join token was ever
 // created, so there is nothing a worker could join with.
