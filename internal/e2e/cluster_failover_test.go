@@ -181,6 +181,11 @@ jobs:
 	if j := job(t, r, "second"); j.Status != "cancelled" {
 		t.Errorf("second: %s (%s), want cancelled by its agent", j.Status, j.Error)
 	}
+	for _, o := range []*orchestrator{a, b} {
+		if v := o.metricValue(t, "kici_orch_cluster_events_dropped_total"); v != 0 {
+			t.Errorf("%s: kici_orch_cluster_events_dropped_total = %v, want 0 (exposed, nothing dropped)", o.addr, v)
+		}
+	}
 	// The agent on a stopped the step: its process group got SIGTERM.
 	waitFor(t, 15*time.Second, "the step to be stopped by its agent", func() bool {
 		return fileExists(filepath.Join(marks, "second-stopped"))
