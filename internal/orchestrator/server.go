@@ -56,6 +56,8 @@ type Server struct {
 	// relay sends status events to the other coordinators and delivers
 	// theirs; nil unless a coordinator.
 	relay *events.Relay
+	// hub serves the workers' channels; nil unless a coordinator.
+	hub *coordinator.Hub
 	// schedules starts the runs of schedule triggers.
 	schedules *schedules.Scheduler
 	// pipe turns events into runs; it keeps a git process per source.
@@ -237,8 +239,9 @@ func (s *Server) build(ctx context.Context) error {
 	if s.cfg.ClusterRole == RoleCoordinator {
 		// Workers join a cluster through its coordinators only.
 		apiCfg.Join = join.New(s.db, secretStore, s.log.With("component", "join"))
-		apiCfg.Peer = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db,
+		s.hub = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db,
 			Log: s.log.With("component", "peers")})
+		apiCfg.Peer = s.hub
 	}
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	return nil
@@ -372,6 +375,9 @@ func (s *Server) Run(ctx context.Context) error {
 	// Shutdown neither closes nor waits for WebSocket connections.
 	if werr := s.ws.Close(shutdownCtx); werr != nil {
 		s.log.Warn("closing agent connections", "error", werr)
+	}
+	if s.hub != nil {
+		s.hub.Close(shutdownCtx)
 	}
 	cancel()
 	bg.Wait()

@@ -70,8 +70,10 @@ type Hub struct {
 	cert   *tls.Certificate
 	expiry time.Time
 
-	mu    sync.Mutex
-	conns map[string]*peer.Conn // by worker node id
+	mu     sync.Mutex
+	conns  map[string]*peer.Conn // by worker node id
+	closed bool
+	served sync.WaitGroup // the channels being served
 }
 
 // New returns a hub.
@@ -156,9 +158,16 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	id := c.PeerID()
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		_ = c.Close()
+		return
+	}
 	old := h.conns[id]
 	h.conns[id] = c
+	h.served.Add(1)
 	h.mu.Unlock()
+	defer h.served.Done()
 	if old != nil {
 		_ = old.Close() // the worker reconnected: its old channel is dead
 	}
@@ -195,6 +204,23 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Unlock()
 	h.log.Info("worker disconnected", "node_id", id, "reason", err)
+}
+
+// Close ends every worker channel and waits, until ctx ends, for their
+// handlers to return; channels accepted after it are closed at once.
+func (h *Hub) Close(ctx context.Context) {
+	h.mu.Lock()
+	h.closed = true
+	for _, c := range h.conns {
+		_ = c.Close()
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.served.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // ClientCertTTL is the lifetime of the certificates the hub renews.
