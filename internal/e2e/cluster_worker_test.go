@@ -137,6 +137,10 @@ func TestWorkerJoinsOnceAndStaysListed(t *testing.T) {
 			return false
 		})
 	}
+	// The secret went inside the TLS channel, not over plain http.
+	if !strings.Contains(a.output.String()+b.output.String(), "worker joined over the cluster channel") {
+		t.Error("no coordinator logged a join over the cluster channel")
+	}
 	a.api(t, "GET", "/api/v1/peers/join-tokens", nil, &tokens, http.StatusOK)
 	if tokens.Tokens[0].State != apiv1.JoinTokenUsed || tokens.Tokens[0].UsedBy != nodeID {
 		t.Errorf("token after the join: %+v, want used by %s", tokens.Tokens[0], nodeID)

@@ -239,7 +239,7 @@ func (s *Server) build(ctx context.Context) error {
 	if s.cfg.ClusterRole == RoleCoordinator {
 		// Workers join a cluster through its coordinators only.
 		apiCfg.Join = join.New(s.db, secretStore, s.log.With("component", "join"))
-		s.hub = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db,
+		s.hub = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db, Joiner: apiCfg.Join,
 			Log: s.log.With("component", "peers")})
 		apiCfg.Peer = s.hub
 	}

@@ -15,6 +15,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kici-dev/kici/internal/cluster/join"
 	"github.com/kici-dev/kici/internal/cluster/peer"
 	"github.com/kici-dev/kici/internal/cluster/pki"
 	"github.com/kici-dev/kici/internal/cluster/worker"
@@ -45,6 +47,15 @@ type CASource interface {
 	EnsureCA(ctx context.Context) (*pki.CA, error)
 }
 
+// Joiner admits a worker at its first join (a *join.Service).
+type Joiner interface {
+	Join(ctx context.Context, req join.JoinRequest) (join.JoinResponse, error)
+}
+
+// joinTimeout is how long a connection without a certificate may stay to
+// make its join.
+const joinTimeout = 15 * time.Second
+
 // Workers is what the hub records of workers (a *store.DB).
 type Workers interface {
 	TouchWorker(ctx context.Context, id, addr, hostname string, ttl time.Duration) error
@@ -56,7 +67,9 @@ type Config struct {
 	SelfID  string
 	CA      CASource
 	Workers Workers
-	Log     *slog.Logger
+	// Joiner admits workers joining over the channel; nil accepts none.
+	Joiner Joiner
+	Log    *slog.Logger
 }
 
 // Hub serves /ws/peer.
@@ -151,12 +164,17 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 		// Workers beat at most every worker.MaxHeartbeat: three of those
 		// without a frame mean a dead or cut-off worker.
-		Config: peer.Config{IdleTimeout: 3 * worker.MaxHeartbeat}})
+		Config:    peer.Config{IdleTimeout: 3 * worker.MaxHeartbeat},
+		AllowJoin: h.cfg.Joiner != nil})
 	if err != nil {
 		h.log.Warn("peer refused", "remote", r.RemoteAddr, "error", err)
 		return
 	}
 	id := c.PeerID()
+	if id == "" {
+		h.serveJoin(r, c)
+		return
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -204,6 +222,46 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Unlock()
 	h.log.Info("worker disconnected", "node_id", id, "reason", err)
+}
+
+// serveJoin serves a connection without a certificate: it may make one
+// join, within joinTimeout, and is closed after the answer.
+func (h *Hub) serveJoin(r *http.Request, c *peer.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), joinTimeout)
+	defer cancel()
+	defer c.Close()
+	_ = c.Run(ctx, func(ctx context.Context, f peer.Frame) {
+		if f.Type != worker.TypeJoin || f.ID == "" {
+			_ = c.Reply(ctx, f, nil, fmt.Errorf("%s: a connection without a certificate may only join", f.Type))
+			cancel()
+			return
+		}
+		_ = c.Reply(ctx, f, h.join(ctx, r.RemoteAddr, f), nil)
+		cancel() // one join per connection; the worker dials again with its certificate
+	})
+}
+
+// join answers one join request.
+func (h *Hub) join(ctx context.Context, remote string, f peer.Frame) worker.Joined {
+	var req worker.Join
+	if err := f.Decode(&req); err != nil {
+		return worker.Joined{Refused: err.Error()}
+	}
+	if len(req.CSRPEM) > 16<<10 {
+		return worker.Joined{Refused: fmt.Sprintf("certificate request of %d bytes, at most 16 KiB", len(req.CSRPEM))}
+	}
+	res, err := h.cfg.Joiner.Join(ctx, join.JoinRequest{TokenID: req.TokenID, Secret: req.Secret, NodeID: req.NodeID, CSRPEM: []byte(req.CSRPEM)})
+	if err != nil {
+		permanent := errors.Is(err, join.ErrTokenInvalid) || errors.Is(err, join.ErrTokenUsed) || errors.Is(err, join.ErrTokenExpired) ||
+			errors.Is(err, join.ErrTokenRevoked) || errors.Is(err, join.ErrBadRequest)
+		h.log.Warn("join refused", "remote", remote, "token_id", truncate(req.TokenID, 64), "error", err)
+		if !permanent {
+			return worker.Joined{Refused: "the coordinator cannot admit workers now; try again", Retry: true}
+		}
+		return worker.Joined{Refused: err.Error()}
+	}
+	h.log.Info("worker joined over the cluster channel", "remote", remote, "node_id", res.NodeID)
+	return worker.Joined{CertificatePEM: string(res.CertificatePEM)}
 }
 
 // Close ends every worker channel and waits, until ctx ends, for their

@@ -3,6 +3,7 @@ package join
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -182,4 +183,24 @@ func Permanent(err error) bool {
 		return false
 	}
 	return r.Status >= 400 && r.Status < 500 && r.Status != http.StatusRequestTimeout && r.Status != http.StatusTooManyRequests
+}
+
+// FetchVerifiedCA gets the CA certificate the coordinator at baseURL
+// offers (over a channel not trusted yet) and checks it against the hash
+// tok pins: a CA that does not match gives an error wrapping
+// pki.ErrCAMismatch. A nil client means http.DefaultClient.
+func FetchVerifiedCA(ctx context.Context, client *http.Client, baseURL string, tok pki.JoinToken) (*x509.Certificate, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	base := strings.TrimRight(baseURL, "/")
+	caPEM, err := fetchCA(ctx, client, base)
+	if err != nil {
+		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
+	}
+	ca, err := tok.VerifyCA(caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
+	}
+	return ca, nil
 }

@@ -31,6 +31,10 @@ import (
 	"github.com/kici-dev/kici/internal/cluster/pki"
 )
 
+// errJoinRefused marks a join refused for good: another try with the same
+// token cannot succeed.
+var errJoinRefused = errors.New("join refused")
+
 // TypeHeartbeat is the worker's heartbeat frame.
 const TypeHeartbeat = "peer.heartbeat"
 
@@ -54,6 +58,31 @@ type Renew struct {
 // Renewed is a renewed certificate.
 type Renewed struct {
 	CertificatePEM string `json:"certificate_pem"`
+}
+
+// TypeJoin is a worker's first join, the only request a connection
+// without a certificate may make: a Join body, answered with a Joined.
+// It travels inside the TLS channel, whose coordinator proved a
+// certificate of the CA the token pins, so the secret is never exposed
+// to anyone else, whatever the URL's scheme.
+const TypeJoin = "peer.join"
+
+// Join is a first join's request.
+type Join struct {
+	TokenID string `json:"token_id"`
+	Secret  string `json:"secret"`
+	NodeID  string `json:"node_id"`
+	CSRPEM  string `json:"csr_pem"`
+}
+
+// Joined is the answer to a Join: an admitted worker's certificate, or
+// why it was refused and whether trying again may help (a coordinator
+// that cannot reach its database) or not (a token unknown, spent,
+// expired or revoked, or a request it will not sign).
+type Joined struct {
+	CertificatePEM string `json:"certificate_pem,omitempty"`
+	Refused        string `json:"refused,omitempty"`
+	Retry          bool   `json:"retry,omitempty"`
 }
 
 // Heartbeat is the body of a heartbeat: who the worker is and what it
@@ -215,7 +244,7 @@ func (w *Worker) credential(ctx context.Context) (*pki.Credential, error) {
 	for {
 		var errs []error
 		for _, u := range w.cfg.CoordinatorURLs {
-			cred, err := join.JoinCluster(ctx, w.cfg.HTTPClient, u, tok, nodeID)
+			cred, err := w.join(ctx, u, tok, nodeID)
 			if err == nil {
 				data, err := pki.MarshalCredential(cred)
 				if err == nil {
@@ -227,7 +256,7 @@ func (w *Worker) credential(ctx context.Context) (*pki.Credential, error) {
 				w.log.Info("joined the cluster", "coordinator", u, "node_id", nodeID)
 				return cred, nil
 			}
-			if errors.Is(err, pki.ErrCAMismatch) || join.Permanent(err) {
+			if errors.Is(err, pki.ErrCAMismatch) || errors.Is(err, errJoinRefused) {
 				return nil, fmt.Errorf("worker: %w", err)
 			}
 			errs = append(errs, err)
@@ -240,6 +269,54 @@ func (w *Worker) credential(ctx context.Context) (*pki.Credential, error) {
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// join makes the first join at the coordinator at base: it checks the
+// CA the coordinator serves against the token, opens a channel that
+// trusts that CA alone, and sends the token's secret with a certificate
+// request inside it.
+func (w *Worker) join(ctx context.Context, base string, tok pki.JoinToken, nodeID string) (*pki.Credential, error) {
+	ca, err := join.FetchVerifiedCA(ctx, w.cfg.HTTPClient, base, tok)
+	if err != nil {
+		return nil, err
+	}
+	key, err := pki.NewNodeKey()
+	if err != nil {
+		return nil, err
+	}
+	csr, err := pki.NewCSR(key, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	url, _ := peerURL(base)
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c, err := peer.Dial(jctx, url, peer.ClientConfig{CA: ca})
+	if err != nil {
+		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
+	}
+	defer c.Close()
+	go func() { _ = c.Run(jctx, func(context.Context, peer.Frame) {}) }()
+	f, err := c.Request(jctx, TypeJoin, Join{TokenID: tok.ID, Secret: tok.Secret, NodeID: nodeID, CSRPEM: string(csr)})
+	if err != nil {
+		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
+	}
+	var j Joined
+	if err := f.Decode(&j); err != nil {
+		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
+	}
+	if j.Refused != "" {
+		err := fmt.Errorf("join cluster at %s: the coordinator refused: %s", base, j.Refused)
+		if !j.Retry {
+			err = fmt.Errorf("%w: %w", errJoinRefused, err)
+		}
+		return nil, err
+	}
+	cred, err := pki.NewCredential(key, []byte(j.CertificatePEM), ca)
+	if err != nil {
+		return nil, fmt.Errorf("join cluster at %s as node %q: %w", base, nodeID, err)
+	}
+	return cred, nil
 }
 
 // keep holds a channel to the coordinator at base until ctx ends,
