@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -61,13 +62,9 @@ func JoinCluster(ctx context.Context, client *http.Client, baseURL string, tok p
 		client = http.DefaultClient
 	}
 	base := strings.TrimRight(baseURL, "/")
-	caPEM, err := fetchCA(ctx, client, base)
+	caCert, err := FetchVerifiedCA(ctx, client, base, tok)
 	if err != nil {
-		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
-	}
-	caCert, err := tok.VerifyCA(caPEM)
-	if err != nil {
-		return nil, fmt.Errorf("join cluster at %s: %w", base, err)
+		return nil, err
 	}
 	key, err := pki.NewNodeKey()
 	if err != nil {
@@ -84,8 +81,10 @@ func JoinCluster(ctx context.Context, client *http.Client, baseURL string, tok p
 	if resp.NodeID != nodeID {
 		return nil, fmt.Errorf("join cluster at %s as node %q: the coordinator answered for node %q", base, nodeID, resp.NodeID)
 	}
-	if resp.CAPEM != "" && !bytes.Equal(bytes.TrimSpace([]byte(resp.CAPEM)), bytes.TrimSpace(caPEM)) {
-		return nil, fmt.Errorf("join cluster at %s as node %q: the coordinator answered with another CA than the one it served before", base, nodeID)
+	if resp.CAPEM != "" {
+		if block, _ := pem.Decode([]byte(resp.CAPEM)); block == nil || !bytes.Equal(block.Bytes, caCert.Raw) {
+			return nil, fmt.Errorf("join cluster at %s as node %q: the coordinator answered with another CA than the one it served before", base, nodeID)
+		}
 	}
 	cred, err := pki.NewCredential(key, []byte(resp.CertificatePEM), caCert)
 	if err != nil {
