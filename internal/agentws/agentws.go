@@ -140,7 +140,12 @@ type credentials struct {
 }
 
 func (h *Handler) authenticate(r *http.Request) (credentials, error) {
-	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return h.authenticateHeader(r.Context(), r.Header.Get("Authorization"))
+}
+
+// authenticateHeader checks an Authorization header's agent token.
+func (h *Handler) authenticateHeader(ctx context.Context, header string) (credentials, error) {
+	scheme, token, _ := strings.Cut(header, " ")
 	if strings.EqualFold(scheme, "Bearer") && scaler.IsScalerToken(token) {
 		return credentials{scaler: token}, nil
 	}
@@ -151,7 +156,7 @@ func (h *Handler) authenticate(r *http.Request) (credentials, error) {
 		return credentials{}, errUnauthorized
 	}
 	hash := auth.HashToken(token)
-	t, err := h.tokens.AgentTokenByHash(r.Context(), hash)
+	t, err := h.tokens.AgentTokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return credentials{}, errUnauthorized
 	}
@@ -161,7 +166,7 @@ func (h *Handler) authenticate(r *http.Request) (credentials, error) {
 	if !usable(t, hash, h.cfg.Now()) {
 		return credentials{}, errUnauthorized
 	}
-	if err := h.tokens.TouchAgentToken(r.Context(), t.ID, h.cfg.Now()); err != nil {
+	if err := h.tokens.TouchAgentToken(ctx, t.ID, h.cfg.Now()); err != nil {
 		h.log.Warn("record agent token use failed", "token_id", t.ID, "error", err)
 	}
 	return credentials{token: &t, hash: hash}, nil
@@ -228,9 +233,48 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serve(r.Context(), c, tok)
 }
 
+// MessageConn is an agent's message stream: its WebSocket, or a stream a
+// cluster worker relays for an agent connected to it (*websocket.Conn
+// is one).
+type MessageConn interface {
+	Read(ctx context.Context) (websocket.MessageType, []byte, error)
+	Write(ctx context.Context, typ websocket.MessageType, p []byte) error
+	Close(code websocket.StatusCode, reason string) error
+}
+
+// ErrUnauthorized is ServeRelayed's answer for an agent token that is
+// missing, unknown, revoked or expired.
+var ErrUnauthorized = errors.New("agent token missing, unknown, revoked or expired")
+
+// ServeRelayed serves an agent connected to a cluster worker, whose
+// messages the worker relays over mc: authorization is the Authorization
+// header the agent sent the worker, client the agent's address as the
+// worker saw it. It authenticates the token first and tells authorized
+// the outcome (nil, ErrUnauthorized, or the failure to check), before it
+// reads anything; then it serves until the stream ends.
+func (h *Handler) ServeRelayed(ctx context.Context, mc MessageConn, authorization, client string, authorized func(error)) error {
+	cred, err := h.authenticateHeader(ctx, authorization)
+	cred.client = client
+	if errors.Is(err, errUnauthorized) {
+		err = ErrUnauthorized
+	}
+	authorized(err)
+	if err != nil {
+		return err
+	}
+	c := newConn(mc, h.cfg.WriteTimeout)
+	if !h.track(c) {
+		_ = mc.Close(websocket.StatusGoingAway, "orchestrator shutting down")
+		return nil
+	}
+	defer h.untrack(c)
+	h.serve(ctx, c, cred)
+	return nil
+}
+
 // conn is one agent's WebSocket, safe for concurrent writes.
 type conn struct {
-	ws      *websocket.Conn
+	ws      MessageConn
 	timeout time.Duration
 	mu      sync.Mutex
 	once    sync.Once
@@ -242,7 +286,7 @@ type conn struct {
 	readyOnce sync.Once
 }
 
-func newConn(ws *websocket.Conn, timeout time.Duration) *conn {
+func newConn(ws MessageConn, timeout time.Duration) *conn {
 	return &conn{ws: ws, timeout: timeout, ready: make(chan struct{})}
 }
 

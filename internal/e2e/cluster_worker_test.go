@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,4 +165,49 @@ func TestWorkerJoinsOnceAndStaysListed(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusServiceUnavailable
 	})
+}
+
+// TestAgentBehindWorkerFinishesItsJobWhenItsCoordinatorDies: an agent that
+// reaches the cluster only through a worker runs a job dispatched by the
+// coordinator the worker relays it to (the source archive fetched through
+// the worker). SIGKILL that coordinator mid-step: the worker moves the
+// agent to the other coordinator, which takes the job over; the job
+// succeeds with its step run once, and its log reads whole there.
+func TestAgentBehindWorkerFinishesItsJobWhenItsCoordinatorDies(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator", "KICI_CLUSTER_LEASE_TTL_MS=2000", "KICI_CLUSTER_LEASE_RENEW_MS=200",
+		"KICI_INSTANCE_HEARTBEAT_MS=200"}
+	a := startOrchestrator(t, dbURL, cluster...)
+	waitFor(t, 10*time.Second, "the first coordinator to lead", func() bool { return a.metricValue(t, "kici_orch_cluster_leader") == 1 })
+	b := startOrchestrator(t, dbURL, cluster...)
+	var created apiv1.JoinTokenCreated
+	a.api(t, "POST", "/api/v1/peers/join-tokens", apiv1.JoinTokenRequest{TTL: "1h"}, &created, http.StatusCreated)
+	w := startWorker(t, t.TempDir(), created.Token, "http://"+a.addr, "http://"+b.addr)
+	waitFor(t, 20*time.Second, "the worker to be ready", w.ready)
+	marks := t.TempDir()
+	a.addRepo(t, map[string]string{"ci.yml": strings.Replace(matrixWorkflow(marks, 1, 1), "run: echo ran >>", "run: echo before; echo ran >>", 1)})
+	startAgent(t, a, "ws://"+w.addr+"/ws", "edge-agent", []string{"edge"}) // listed on a: the worker relays it there
+	id := a.push(t)
+	waitFor(t, 30*time.Second, "the job to start", func() bool { return countGlob(t, filepath.Join(marks, "started-*")) == 1 })
+	jobName := a.run(t, id).Jobs[0].Name
+	waitFor(t, 15*time.Second, "the first line stored", func() bool { return slices.Contains(a.logs(t, id, jobName), "before") })
+	a.kill()
+	waitFor(t, 20*time.Second, "the agent relayed to the other coordinator", func() bool {
+		return slices.Contains(b.agentIDs(t), "edge-agent")
+	})
+	if err := touch(filepath.Join(marks, "go")); err != nil {
+		t.Fatal(err)
+	}
+	r := b.waitRun(t, id, 60*time.Second, "the run to end on the other coordinator", ended)
+	if r.Status != "success" {
+		t.Fatalf("run: %s (%s), want success; jobs %+v", r.Status, r.Error, r.Jobs)
+	}
+	assertRanOnce(t, marks, 1, 1)
+	if got := b.logs(t, id, jobName); !slices.Contains(got, "before") || !slices.Contains(got, "done") {
+		t.Errorf("log on the other coordinator: %q, want the lines from before and after the kill", got)
+	}
+	if !strings.Contains(w.output.String(), "connected to coordinator") {
+		t.Error("the worker did not log its coordinator connections")
+	}
 }

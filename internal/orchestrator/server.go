@@ -240,6 +240,9 @@ func (s *Server) build(ctx context.Context) error {
 		// Workers join a cluster through its coordinators only.
 		apiCfg.Join = join.New(s.db, secretStore, s.log.With("component", "join"))
 		s.hub = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db, Joiner: apiCfg.Join,
+			Agents: func(ctx context.Context, st coordinator.AgentStream, authorization, client string, authorized func(error)) error {
+				return ws.ServeRelayed(ctx, st, authorization, client, authorized)
+			},
 			Log: s.log.With("component", "peers")})
 		apiCfg.Peer = s.hub
 	}

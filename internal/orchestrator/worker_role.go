@@ -43,6 +43,10 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	mux := http.NewServeMux()
+	// Agents connect to the worker as to an orchestrator; the worker
+	// relays them to a coordinator.
+	mux.HandleFunc("GET /ws", w.ServeAgent)
+	mux.HandleFunc("GET /api/v1/sources/{name}/archive/{sha}", w.ServeArchive)
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = rw.Write([]byte("ok\n"))

@@ -52,6 +52,9 @@ type Joiner interface {
 	Join(ctx context.Context, req join.JoinRequest) (join.JoinResponse, error)
 }
 
+// relayCloseTimeout bounds the notice that a relayed stream ended.
+const relayCloseTimeout = 5 * time.Second
+
 // joinTimeout is how long a connection without a certificate may stay to
 // make its join.
 const joinTimeout = 15 * time.Second
@@ -69,6 +72,8 @@ type Config struct {
 	Workers Workers
 	// Joiner admits workers joining over the channel; nil accepts none.
 	Joiner Joiner
+	// Agents serves the agents workers relay; nil serves none.
+	Agents AgentServer
 	Log    *slog.Logger
 }
 
@@ -190,7 +195,12 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = old.Close() // the worker reconnected: its old channel is dead
 	}
 	h.log.Info("worker connected", "node_id", id, "remote", r.RemoteAddr)
+	ss := &streams{m: map[string]*relayed{}}
+	defer ss.endAll() // their agents reconnect through the worker, to a coordinator it still reaches
 	err = c.Run(context.WithoutCancel(r.Context()), func(ctx context.Context, f peer.Frame) {
+		if h.handleRelay(ctx, c, ss, f) {
+			return
+		}
 		switch f.Type {
 		case worker.TypeHeartbeat:
 			var hb worker.Heartbeat

@@ -35,6 +35,9 @@ import (
 // token cannot succeed.
 var errJoinRefused = errors.New("join refused")
 
+// newStreamID names a relayed agent stream.
+func newStreamID() string { return "a-" + uuid.NewString() }
+
 // TypeHeartbeat is the worker's heartbeat frame.
 const TypeHeartbeat = "peer.heartbeat"
 
@@ -123,8 +126,9 @@ type Worker struct {
 	mu   sync.Mutex
 	cred *pki.Credential
 	// renewMu makes one renewal at a time across the channels.
-	renewMu sync.Mutex
-	up      map[string]string // coordinator URL -> coordinator id, while connected
+	renewMu  sync.Mutex
+	up       map[string]string   // coordinator URL -> coordinator id, while connected
+	sessions map[string]*session // by coordinator URL, while connected
 }
 
 // New checks cfg and returns a Worker.
@@ -152,7 +156,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Worker{cfg: cfg, log: cfg.Log, up: map[string]string{}}, nil
+	return &Worker{cfg: cfg, log: cfg.Log, up: map[string]string{}, sessions: map[string]*session{}}, nil
 }
 
 // peerURL is the /ws/peer URL of a coordinator's base URL.
@@ -348,19 +352,26 @@ func (w *Worker) keep(ctx context.Context, base string, cred *pki.Credential) {
 
 // session runs one channel to a coordinator until it ends.
 func (w *Worker) session(ctx context.Context, base string, c *peer.Conn) {
+	s := &session{base: base, conn: c, agents: map[string]*agentStream{}}
 	w.mu.Lock()
 	w.up[base] = c.PeerID()
+	w.sessions[base] = s
 	w.mu.Unlock()
 	w.log.Info("connected to coordinator", "coordinator", base, "coordinator_id", c.PeerID())
 	defer func() {
 		w.mu.Lock()
 		delete(w.up, base)
+		delete(w.sessions, base)
 		w.mu.Unlock()
+		s.end()
 	}()
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go w.beat(sctx, c)
 	err := c.Run(sctx, func(ctx context.Context, f peer.Frame) {
+		if s.handle(f) {
+			return
+		}
 		if f.ID != "" { // a request this worker does not handle yet: say so
 			_ = c.Reply(ctx, f, nil, fmt.Errorf("%s is not handled by this worker", f.Type))
 		}
