@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/testsvc"
@@ -187,6 +190,14 @@ func TestAgentBehindWorkerFinishesItsJobWhenItsCoordinatorDies(t *testing.T) {
 	waitFor(t, 20*time.Second, "the worker to be ready", w.ready)
 	marks := t.TempDir()
 	a.addRepo(t, map[string]string{"ci.yml": strings.Replace(matrixWorkflow(marks, 1, 1), "run: echo ran >>", "run: echo before; echo ran >>", 1)})
+	// An agent token the coordinators do not know is refused by the worker
+	// with the coordinator's 401, before the upgrade.
+	dctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	_, resp, err := websocket.Dial(dctx, "ws://"+w.addr+"/ws", &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer kat_bogus"}}})
+	cancel()
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("agent with an unknown token through the worker: %v (%v), want HTTP 401", err, resp)
+	}
 	startAgent(t, a, "ws://"+w.addr+"/ws", "edge-agent", []string{"edge"}) // listed on a: the worker relays it there
 	id := a.push(t)
 	waitFor(t, 30*time.Second, "the job to start", func() bool { return countGlob(t, filepath.Join(marks, "started-*")) == 1 })
