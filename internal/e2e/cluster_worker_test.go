@@ -19,6 +19,7 @@ import (
 
 // workerProc is a kici-orchestrator process in the worker role.
 type workerProc struct {
+	client  *http.Client // reaches addr (inside the worker's namespace, if any)
 	addr    string
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -31,12 +32,23 @@ type workerProc struct {
 // join token; it does not wait for it to be ready.
 func startWorker(t *testing.T, dataDir, token string, urls ...string) *workerProc {
 	t.Helper()
-	w := &workerProc{addr: freeAddr(t), dataDir: dataDir, done: make(chan struct{})}
+	return startWorkerIn(t, nil, dataDir, token, urls...)
+}
+
+// startWorkerIn is startWorker inside network namespace ns (nil: the
+// host's).
+func startWorkerIn(t *testing.T, ns *netNS, dataDir, token string, urls ...string) *workerProc {
+	t.Helper()
+	w := &workerProc{addr: freeAddr(t), dataDir: dataDir, done: make(chan struct{}), client: http.DefaultClient}
 	w.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"), "serve")
 	w.cmd.Env = append(minimalEnv(), "KICI_CLUSTER_ROLE=worker", "KICI_HTTP_ADDR="+w.addr, "KICI_DATA_DIR="+dataDir,
 		"KICI_CLUSTER_COORDINATOR_URLS="+strings.Join(urls, ","), "KICI_LOG_FORMAT=text", "KICI_LOG_LEVEL=debug")
 	if token != "" {
 		w.cmd.Env = append(w.cmd.Env, "KICI_CLUSTER_JOIN_TOKEN="+token)
+	}
+	if ns != nil {
+		w.cmd = ns.command(w.cmd)
+		w.client = ns.client
 	}
 	w.cmd.Stdout = &w.output
 	w.cmd.Stderr = &w.output
@@ -60,7 +72,7 @@ func startWorker(t *testing.T, dataDir, token string, urls ...string) *workerPro
 }
 
 func (w *workerProc) ready() bool {
-	resp, err := http.Get("http://" + w.addr + "/readyz")
+	resp, err := w.client.Get("http://" + w.addr + "/readyz")
 	if err != nil {
 		return false
 	}

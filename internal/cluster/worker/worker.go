@@ -271,7 +271,7 @@ func (w *Worker) credential(ctx context.Context) (*pki.Credential, error) {
 			return nil, ctx.Err()
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
