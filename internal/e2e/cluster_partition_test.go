@@ -164,6 +164,12 @@ jobs:
 	waitFor(t, 20*time.Second, "the agent listed on the coordinator", func() bool { return slices.Contains(c.agentIDs(t), "edge-1") })
 	id := c.push(t)
 	waitFor(t, 30*time.Second, "the step to start", func() bool { return fileExists(filepath.Join(marks, "started")) })
+	// The coordinator has applied the agent's "running" and a first line
+	// before the cut (under load they may lag the step itself).
+	waitFor(t, 30*time.Second, "the job running with output on the coordinator", func() bool {
+		r := c.run(t, id)
+		return r.Jobs[0].Status == "running" && slices.Contains(c.logs(t, id, "work"), "tick 1")
+	})
 
 	e.cut(t)
 	cut := time.Now()

@@ -35,11 +35,22 @@ func startWorker(t *testing.T, dataDir, token string, urls ...string) *workerPro
 	return startWorkerIn(t, nil, dataDir, token, urls...)
 }
 
+// startWorkerAt is startWorker listening on addr.
+func startWorkerAt(t *testing.T, addr, dataDir, token string, urls ...string) *workerProc {
+	t.Helper()
+	return startWorkerOn(t, nil, addr, dataDir, token, urls...)
+}
+
 // startWorkerIn is startWorker inside network namespace ns (nil: the
 // host's).
 func startWorkerIn(t *testing.T, ns *netNS, dataDir, token string, urls ...string) *workerProc {
 	t.Helper()
-	w := &workerProc{addr: freeAddr(t), dataDir: dataDir, done: make(chan struct{}), client: http.DefaultClient}
+	return startWorkerOn(t, ns, freeAddr(t), dataDir, token, urls...)
+}
+
+func startWorkerOn(t *testing.T, ns *netNS, addr, dataDir, token string, urls ...string) *workerProc {
+	t.Helper()
+	w := &workerProc{addr: addr, dataDir: dataDir, done: make(chan struct{}), client: http.DefaultClient}
 	w.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"), "serve")
 	w.cmd.Env = append(minimalEnv(), "KICI_CLUSTER_ROLE=worker", "KICI_HTTP_ADDR="+w.addr, "KICI_DATA_DIR="+dataDir,
 		"KICI_CLUSTER_COORDINATOR_URLS="+strings.Join(urls, ","), "KICI_LOG_FORMAT=text", "KICI_LOG_LEVEL=debug")
