@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 
@@ -26,11 +27,18 @@ type AgentStream interface {
 // until the stream ends.
 type AgentServer func(ctx context.Context, s AgentStream, authorization, client string, authorized func(error)) error
 
+// maxBuffered bounds the bytes of relayed messages one worker channel
+// may have waiting for their readers: a worker (which may be compromised)
+// cannot make the coordinator hold more. A stream that would pass it is
+// closed; its agent reconnects and replays.
+const maxBuffered = 64 << 20
+
 // relayed is the coordinator's end of one agent stream a worker relays.
 type relayed struct {
-	id   string
-	conn *peer.Conn
-	in   chan []byte
+	id       string
+	conn     *peer.Conn
+	in       chan []byte
+	buffered *atomic.Int64 // the channel's bytes waiting, all streams
 
 	mu     sync.Mutex
 	closed bool
@@ -38,8 +46,8 @@ type relayed struct {
 	cause  error
 }
 
-func newRelayed(id string, c *peer.Conn) *relayed {
-	return &relayed{id: id, conn: c, in: make(chan []byte, worker.RelayBuffer), done: make(chan struct{})}
+func newRelayed(id string, c *peer.Conn, buffered *atomic.Int64) *relayed {
+	return &relayed{id: id, conn: c, in: make(chan []byte, worker.RelayBuffer), buffered: buffered, done: make(chan struct{})}
 }
 
 // end marks the stream ended for cause, once; it reports whether it did.
@@ -57,11 +65,13 @@ func (r *relayed) end(cause error) bool {
 func (r *relayed) Read(ctx context.Context) (websocket.MessageType, []byte, error) {
 	select {
 	case data := <-r.in:
+		r.buffered.Add(-int64(len(data)))
 		return websocket.MessageText, data, nil
 	default:
 	}
 	select {
 	case data := <-r.in:
+		r.buffered.Add(-int64(len(data)))
 		return websocket.MessageText, data, nil
 	case <-r.done:
 		return 0, nil, r.cause
@@ -80,7 +90,7 @@ func (r *relayed) Write(ctx context.Context, _ websocket.MessageType, p []byte) 
 }
 
 func (r *relayed) Close(code websocket.StatusCode, reason string) error {
-	if !r.end(fmt.Errorf("closed here with %d: %s", code, reason)) {
+	if !r.end(fmt.Errorf("closed here with %d: %s", code, reason)) || r.conn == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), relayCloseTimeout)
@@ -92,12 +102,19 @@ func (r *relayed) Close(code websocket.StatusCode, reason string) error {
 // stream whose reader fell behind is closed, so that the agent
 // reconnects and replays.
 func (r *relayed) deliver(data []byte) {
+	if r.buffered.Add(int64(len(data))) > maxBuffered {
+		r.buffered.Add(-int64(len(data)))
+		_ = r.Close(websocket.StatusCode(protocol.CloseShuttingDown), "relay overloaded; reconnect")
+		return
+	}
 	select {
 	case r.in <- data:
+		return
 	case <-r.done:
 	default:
 		_ = r.Close(websocket.StatusCode(protocol.CloseShuttingDown), "relay overloaded; reconnect")
 	}
+	r.buffered.Add(-int64(len(data))) // not queued
 }
 
 // errStreamGone is the cause of a stream whose worker channel ended.
@@ -105,8 +122,9 @@ var errStreamGone = errors.New("the worker's channel ended")
 
 // streams are the relayed agent streams of one worker channel.
 type streams struct {
-	mu sync.Mutex
-	m  map[string]*relayed
+	mu       sync.Mutex
+	m        map[string]*relayed
+	buffered atomic.Int64 // bytes delivered and not read yet (maxBuffered)
 }
 
 func (s *streams) add(r *relayed) bool {
@@ -163,7 +181,7 @@ func (h *Hub) handleRelay(ctx context.Context, c *peer.Conn, ss *streams, f peer
 			_ = c.Reply(ctx, f, nil, errors.New("this coordinator serves no relayed agents"))
 			return true
 		}
-		r := newRelayed(o.Conn, c)
+		r := newRelayed(o.Conn, c, &ss.buffered)
 		ss.mu.Lock()
 		full := len(ss.m) >= maxStreams
 		ss.mu.Unlock()
