@@ -125,15 +125,25 @@ func (c *Conn) Request(ctx context.Context, typ string, body any) (Frame, error)
 	if err := c.write(ctx, Frame{Type: typ, ID: id}, body); err != nil {
 		return Frame{}, err
 	}
-	select {
-	case f := <-ch:
+	answer := func(f Frame) (Frame, error) {
 		if f.Error != "" {
 			return f, &RemoteError{Type: typ, Message: f.Error}
 		}
 		return f, nil
+	}
+	select {
+	case f := <-ch:
+		return answer(f)
 	case <-ctx.Done():
 		return Frame{}, fmt.Errorf("%s: no answer: %w", typ, context.Cause(ctx))
 	case <-c.done:
+		// A peer may answer and close at once (a join): the answer read
+		// before the end wins over the end.
+		select {
+		case f := <-ch:
+			return answer(f)
+		default:
+		}
 		return Frame{}, fmt.Errorf("%s: %w", typ, ErrClosed)
 	}
 }

@@ -235,3 +235,46 @@ func TestIdlePeerIsDropped(t *testing.T) {
 		t.Errorf("connection ended with %v, want the idle timeout", err)
 	}
 }
+
+// TestAnswerBeforeCloseWins: a peer that answers a request and closes the
+// connection at once (the coordinator after a join) gives the requester
+// the answer, not ErrClosed, every time.
+func TestAnswerBeforeCloseWins(t *testing.T) {
+	t.Parallel()
+	cl := newCluster(t, "prod")
+	cfg := peer.ServerConfig{CA: cl.ca.Certificate(), Certificate: func() (*tls.Certificate, error) { return cl.cert, nil }, SelfID: "coord-1"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := peer.Accept(w, r, cfg)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_ = conn.Run(ctx, func(ctx context.Context, f peer.Frame) {
+			_ = conn.Reply(ctx, f, "bye", nil)
+			cancel() // and close at once
+		})
+	}))
+	defer srv.Close()
+	url := "ws" + strings.TrimPrefix(srv.URL, "http")
+	cred := cl.worker(t, "w")
+	for i := range 50 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		c, err := peer.Dial(ctx, url, peer.ClientConfig{CA: cl.ca.Certificate(), Credential: cred})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		go func() { _ = c.Run(ctx, func(context.Context, peer.Frame) {}) }()
+		f, err := c.Request(ctx, "last", nil)
+		var got string
+		if err == nil {
+			err = f.Decode(&got)
+		}
+		c.Close()
+		cancel()
+		if err != nil || got != "bye" {
+			t.Fatalf("request %d: %q, %v; want the answer sent before the close", i, got, err)
+		}
+	}
+}
