@@ -243,9 +243,10 @@ type PeerList struct {
 // Peer is one node of the cluster.
 type Peer struct {
 	ID string `json:"id"`
-	// Role is standalone or coordinator.
+	// Role is standalone, coordinator or worker.
 	Role string `json:"role"`
-	// Address is its public URL (KICI_PUBLIC_URL).
+	// Address is its public URL (KICI_PUBLIC_URL); for a worker, the
+	// address a coordinator last heard it from.
 	Address string `json:"address"`
 	// Connected is true while its heartbeat is current.
 	Connected bool `json:"connected"`

@@ -157,7 +157,7 @@ func TestWorkerJoinsOnceAndStaysListed(t *testing.T) {
 	for _, o := range []*orchestrator{a, b} {
 		waitFor(t, 15*time.Second, "the worker listed connected on "+o.addr, func() bool {
 			ws := o.workers(t)
-			if len(ws) == 1 && ws[0].Connected {
+			if len(ws) == 1 && ws[0].Connected && strings.HasPrefix(ws[0].Address, "127.0.0.1:") {
 				nodeID = ws[0].ID
 				return true
 			}

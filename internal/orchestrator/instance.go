@@ -139,7 +139,11 @@ func (s *Server) ListPeers(ctx context.Context) (apiv1.PeerList, error) {
 	}
 	now := time.Now()
 	for _, i := range insts {
-		out.Peers = append(out.Peers, apiv1.Peer{ID: i.ID, Role: i.Role, Address: i.PublicURL,
+		addr := i.PublicURL
+		if i.Role == store.InstanceWorker {
+			addr = i.Addr // a worker has no public URL: where a coordinator last heard it from
+		}
+		out.Peers = append(out.Peers, apiv1.Peer{ID: i.ID, Role: i.Role, Address: addr,
 			Connected: i.ExpiresAt.After(now), LastSeen: i.HeartbeatAt.UTC()})
 	}
 	switch {
