@@ -30,9 +30,9 @@ func (s *Store) shared() bool { return s.db != nil }
 // Call it before the first Append.
 func (s *Store) OnLog(fn func(Event)) { s.onLog = fn }
 
-// syncShared stores the chunks of a WriteAll in the database, in one
-// transaction, and publishes those stored.
-func (p *PendingAppend) syncShared() []Appended {
+// writeShared stores the chunks of a WriteAll in the database, in one
+// transaction, and keeps the events of those stored for publishShared.
+func (p *PendingAppend) writeShared() {
 	s := p.b.s
 	var writes []store.LogChunkWrite
 	var index []int // chunk index of each write
@@ -54,14 +54,14 @@ func (p *PendingAppend) syncShared() []Appended {
 		index = append(index, i)
 	}
 	if len(writes) == 0 {
-		return p.out
+		return
 	}
 	stored, err := s.db.AppendLogChunks(p.ctx, writes)
 	if err != nil {
 		for _, i := range index {
 			p.out[i] = Appended{Err: fmt.Errorf("append log %s: %w", p.chunks[i].Key, err)}
 		}
-		return p.out
+		return
 	}
 	for w, i := range index {
 		st, c := stored[w], p.chunks[i]
@@ -79,14 +79,20 @@ func (p *PendingAppend) syncShared() []Appended {
 		if writes[w].Attempt > 1 {
 			attempt = writes[w].Attempt
 		}
-		ev := Event{RunID: c.Key.RunID, Kind: EventLog, Log: &LogEvent{JobID: c.Key.JobID, Step: c.Key.Step, Attempt: attempt,
-			Seq: c.Seq, Cursor: st.Start, Next: st.End, Lines: slices.Clone(c.Lines)}}
+		p.shared = append(p.shared, Event{RunID: c.Key.RunID, Kind: EventLog, Log: &LogEvent{JobID: c.Key.JobID, Step: c.Key.Step,
+			Attempt: attempt, Seq: c.Seq, Cursor: st.Start, Next: st.End, Lines: slices.Clone(c.Lines)}})
+	}
+}
+
+// publishShared publishes the events writeShared kept.
+func (p *PendingAppend) publishShared() {
+	s := p.b.s
+	for _, ev := range p.shared {
 		s.hub.publish(ev)
 		if s.onLog != nil {
 			s.onLog(ev)
 		}
 	}
-	return p.out
 }
 
 // readShared is Read from the database.

@@ -95,6 +95,16 @@ func TestSharedStoreReadsAsTheFileStore(t *testing.T) {
 				}
 			}
 		}
+		// As with files, lines written by WriteAll can be read before its
+		// Sync: the dispatcher commits a job's final status while the log
+		// syncs, and a reader of the ended job must find every line.
+		pending := shared.WriteAll(t.Context(), []logs.Chunk{{Key: k(b, 5, 1), Seq: 7, Lines: mkLines("pending", 1)}})
+		if got := readAll(t, shared, k(b, 5, 0), 0); len(got) != 1 || got[0].Text != "pending 0" {
+			t.Errorf("read before Sync: %+v, want the line written", got)
+		}
+		if res := pending.Sync(); res[0].Err != nil || !res[0].Stored {
+			t.Errorf("sync: %+v", res[0])
+		}
 		if err := shared.RemoveRun(t.Context(), runID); err != nil {
 			t.Fatal(err)
 		}

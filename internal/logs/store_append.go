@@ -155,7 +155,10 @@ func (s *Store) WriteAll(ctx context.Context, chunks []Chunk) *PendingAppend {
 		}
 	}
 	if s.shared() {
-		return p // written in one transaction by Sync
+		// Stored now, in one transaction, so the lines can be read once
+		// WriteAll returns, as from files; Sync publishes them.
+		p.writeShared()
+		return p
 	}
 	p.b.lock()
 	for i, c := range chunks {
@@ -169,6 +172,7 @@ func (s *Store) WriteAll(ctx context.Context, chunks []Chunk) *PendingAppend {
 // PendingAppend is a WriteAll waiting for its Sync.
 type PendingAppend struct {
 	ctx    context.Context // for a shared Store's transaction
+	shared []Event         // a shared Store's events, published by Sync
 	b      *appendBatch
 	chunks []Chunk
 	out    []Appended
@@ -179,7 +183,8 @@ type PendingAppend struct {
 // returns what became of each, as AppendAll does.
 func (p *PendingAppend) Sync() []Appended {
 	if p.b.s.shared() {
-		return p.syncShared()
+		p.publishShared()
+		return p.out
 	}
 	b := p.b
 	defer b.close()
