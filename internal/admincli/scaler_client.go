@@ -47,9 +47,71 @@ type orphanList struct {
 	Error   string          `json:"error,omitempty"`
 }
 
-// stopOrphansRequest is POST /api/v1/scalers/orphans/stop.
+// stopOrphansRequest is POST /api/v1/scalers/orphans/stop. Node, when
+// set, names the cluster node the ids run on (a coordinator only).
 type stopOrphansRequest struct {
-	IDs []string `json:"ids"`
+	IDs  []string `json:"ids"`
+	Node string   `json:"node,omitempty"`
+}
+
+// nodeOrphanList is one node's answer of GET
+// /api/v1/scalers/orphans?node=ID. OK is false when the node's compute
+// could not be listed, or only part of it: Error says why, Compute holds
+// what was listed.
+type nodeOrphanList struct {
+	Node    string          `json:"node"`
+	OK      bool            `json:"ok"`
+	Error   string          `json:"error,omitempty"`
+	Compute []scaler.Orphan `json:"compute"`
+}
+
+// allNodesOrphanList is GET /api/v1/scalers/orphans?node=all: the
+// coordinator's answer first, then each connected worker's.
+type allNodesOrphanList struct {
+	Nodes []nodeOrphanList `json:"nodes"`
+}
+
+// nodeStopAnswer is the answer of POST /api/v1/scalers/orphans/stop with
+// a node: OK is false when the node failed as a whole (Error says why;
+// Outcomes is then empty).
+type nodeStopAnswer struct {
+	Node     string               `json:"node"`
+	OK       bool                 `json:"ok"`
+	Error    string               `json:"error,omitempty"`
+	Outcomes []scaler.StopOutcome `json:"outcomes"`
+}
+
+// nodeAll is the --node value that asks every node of the cluster.
+const nodeAll = "all"
+
+// maxNodeIDLen bounds a --node value, as the API does.
+const maxNodeIDLen = 128
+
+// checkNodeFlag validates --node when it was given: a node id as
+// "kici-admin peers list" shows it (1 to 128 letters, digits, '.', '_'
+// or '-'), or "all" when all is true.
+func checkNodeFlag(node string, all bool) error {
+	if node == nodeAll {
+		if all {
+			return nil
+		}
+		return usagef("--node all: name one node to stop compute on (see kici-admin peers list)")
+	}
+	want := "a node id as kici-admin peers list shows it"
+	if all {
+		want += ", or all"
+	}
+	if node == "" || len(node) > maxNodeIDLen {
+		return usagef("--node %q: want %s (1 to %d characters)", node, want, maxNodeIDLen)
+	}
+	for _, c := range []byte(node) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return usagef("--node %q: want %s (letters, digits, '.', '_' and '-')", node, want)
+		}
+	}
+	return nil
 }
 
 // stopOrphansAnswer is the answer of POST /api/v1/scalers/orphans/stop:

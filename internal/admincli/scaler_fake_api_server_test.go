@@ -142,7 +142,69 @@ var fakeOrphans = []scaler.Orphan{
 		Status: scaler.ComputeUnverified, TrackedBy: []string{}},
 }
 
+// The fake cluster the node parameter reaches: the answering
+// coordinator ci-1 (the fake's own auto-scaler), the worker ci-2 with
+// two pieces of compute, ci-3 without scalers, and ci-4 that cannot be
+// asked. Any other well-formed id is not a node of the cluster. Under
+// {url}/no-scaler the orchestrator is not a coordinator.
+const (
+	fakeSelfNode = "ci-1"
+	fakeNodeErr  = `node "ci-4": the worker disconnected before it answered`
+)
+
+var fakeNodeOrphans = map[string][]scaler.Orphan{
+	"ci-2": {
+		{Scaler: "gpu", Backend: "container", ID: "scaler-container-7e6d5c4b", Ref: "aa11bb22cc33dd44ee55ff6677889900aabbccddeeff00112233445566778899", Started: before(90 * time.Minute),
+			Status: scaler.ComputeOrphaned, TrackedBy: []string{}},
+		{Scaler: "gpu", Backend: "container", ID: "scaler-container-3a4b5c6d", Ref: "bb22cc33dd44ee55ff6677889900aabbccddeeff00112233445566778899aa11", Started: before(10 * time.Minute),
+			Status: scaler.ComputeTracked, TrackedBy: []string{scaler.TrackedByRegistered}},
+	},
+	"ci-3": {},
+}
+
+// fakeNode answers for the node parameter when the request has one (a
+// "node" query value, or node in a stop body): 400 when the orchestrator
+// is not a coordinator, 404 for a node not in the cluster. It reports
+// whether it answered.
+func (f *fakeAPI) fakeNode(w http.ResponseWriter, r *http.Request, node string) bool {
+	if scalerMode(r) == fakeNoScaler {
+		writeError(w, http.StatusBadRequest, "this orchestrator is not a cluster coordinator; --node is for clusters")
+		return true
+	}
+	if _, ok := fakeNodeOrphans[node]; ok || node == fakeSelfNode || node == "ci-4" || node == "all" {
+		return false
+	}
+	writeError(w, http.StatusNotFound, `node "`+node+`" is neither this coordinator nor a worker connected to it (see kici-admin peers list)`)
+	return true
+}
+
+// nodeOrphans is one node's answer with the node parameter.
+func (f *fakeAPI) nodeOrphans(node string) map[string]any {
+	switch node {
+	case fakeSelfNode:
+		return map[string]any{"node": node, "ok": true, "compute": fakeOrphans}
+	case "ci-4":
+		return map[string]any{"node": node, "ok": false, "error": fakeNodeErr, "compute": []scaler.Orphan{}}
+	}
+	return map[string]any{"node": node, "ok": true, "compute": fakeNodeOrphans[node]}
+}
+
 func (f *fakeAPI) scalerOrphans(w http.ResponseWriter, r *http.Request) {
+	if node := r.URL.Query().Get("node"); node != "" {
+		if f.fakeNode(w, r, node) {
+			return
+		}
+		if node != "all" {
+			writeJSONStatus(w, http.StatusOK, f.nodeOrphans(node))
+			return
+		}
+		var nodes []map[string]any
+		for _, n := range []string{fakeSelfNode, "ci-2", "ci-3", "ci-4"} {
+			nodes = append(nodes, f.nodeOrphans(n))
+		}
+		writeJSONStatus(w, http.StatusOK, map[string]any{"nodes": nodes})
+		return
+	}
 	if f.noScaler(w, r) {
 		return
 	}
@@ -162,33 +224,55 @@ func (f *fakeAPI) scalerOrphans(w http.ResponseWriter, r *http.Request) {
 // scalerStopOrphans behaves as the manager's StopOrphans: one outcome
 // per id, in order; tracked and unverified compute is refused, an id
 // with no compute is not found, and scaler-container-stuck fails to stop.
+//
+// With a node, it answers for that node of the fake cluster: ci-4
+// fails as a whole, "all" is refused.
 func (f *fakeAPI) scalerStopOrphans(w http.ResponseWriter, r *http.Request) {
-	if f.noScaler(w, r) {
-		return
-	}
 	var req stopOrphansRequest
 	if !decode(w, r, &req) {
+		return
+	}
+	if req.Node == "" && f.noScaler(w, r) {
+		return
+	}
+	if req.Node != "" && f.fakeNode(w, r, req.Node) {
+		return
+	}
+	if req.Node == "all" {
+		writeError(w, http.StatusBadRequest, `node "all": name one node to stop compute on (see kici-admin peers list)`)
 		return
 	}
 	if err := scaler.ValidateOrphanIDs(req.IDs); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error()+" (see GET /api/v1/scalers/orphans)")
 		return
 	}
+	compute := fakeOrphans
+	if req.Node != "" && req.Node != fakeSelfNode {
+		compute = fakeNodeOrphans[req.Node]
+	}
+	if req.Node == "ci-4" {
+		writeJSONStatus(w, http.StatusOK, map[string]any{"node": req.Node, "ok": false, "error": fakeNodeErr, "outcomes": []scaler.StopOutcome{}})
+		return
+	}
 	outcomes := []scaler.StopOutcome{}
 	for _, id := range req.IDs {
-		i := slices.IndexFunc(fakeOrphans, func(o scaler.Orphan) bool { return o.ID == id })
+		i := slices.IndexFunc(compute, func(o scaler.Orphan) bool { return o.ID == id })
 		o := scaler.StopOutcome{ID: id, Outcome: scaler.OutcomeStopped}
 		switch {
 		case id == "scaler-container-stuck":
 			o.Outcome, o.Error = scaler.OutcomeError, `scaler "docker": stop agent "scaler-container-stuck": remove container "5d1e0f2a3b4c": Error response from daemon: driver "overlay2" failed to remove root filesystem`
 		case i < 0:
 			o.Outcome, o.Error = scaler.OutcomeNotFound, "no scaler lists live compute of this id"
-		case fakeOrphans[i].Status == scaler.ComputeTracked:
-			o.Outcome, o.Error = scaler.OutcomeTracked, "tracked by "+strings.Join(fakeOrphans[i].TrackedBy, ", ")+": it may be working"
-		case fakeOrphans[i].Status == scaler.ComputeUnverified:
+		case compute[i].Status == scaler.ComputeTracked:
+			o.Outcome, o.Error = scaler.OutcomeTracked, "tracked by "+strings.Join(compute[i].TrackedBy, ", ")+": it may be working"
+		case compute[i].Status == scaler.ComputeUnverified:
 			o.Outcome, o.Error = scaler.OutcomeUnverified, `scaler "microvms": the firecracker backend cannot confirm this compute is its own; it is never stopped`
 		}
 		outcomes = append(outcomes, o)
+	}
+	if req.Node != "" {
+		writeJSONStatus(w, http.StatusOK, map[string]any{"node": req.Node, "ok": true, "outcomes": outcomes})
+		return
 	}
 	writeJSONStatus(w, http.StatusOK, map[string]any{"outcomes": outcomes})
 }

@@ -12,7 +12,7 @@ import (
 )
 
 func newScalerOrphansStopCmd(a *app) *cobra.Command {
-	var output string
+	var output, node string
 	cmd := &cobra.Command{
 		Use:   "stop ID...",
 		Short: "Stop the named untracked scaler compute, and nothing else",
@@ -32,10 +32,24 @@ Each id gets one outcome, printed in the order named:
 
 The exit status is 1 when any outcome is not "stopped". A container gets
 its stop grace period (10 s) before it is killed; raise --timeout if that
-takes longer than 30 s.`,
+takes longer than 30 s.
+
+In a cluster, ask the coordinator with --node ID to stop compute on one
+node: the coordinator itself or a worker connected to it, by its id as
+"kici-admin peers list" shows it (the one "kici-admin scaler orphans list
+--node all" printed the ids under). The outcomes follow a "node ID:" line.
+When the node cannot be asked (a worker that is gone) or fails as a
+whole, its error is printed and the exit status is 1. --node all is
+refused: name the one node the ids run on.`,
 		Example: `  kici-admin scaler orphans stop scaler-container-9f8e7d6c
-  kici-admin scaler orphans stop scaler-container-9f8e7d6c scaler-container-0b1c2d3e -o json`,
+  kici-admin scaler orphans stop scaler-container-9f8e7d6c scaler-container-0b1c2d3e -o json
+  kici-admin scaler orphans stop --node ci-2 scaler-container-9f8e7d6c`,
 		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("node") {
+				if err := checkNodeFlag(node, false); err != nil {
+					return err
+				}
+			}
 			if len(args) == 0 {
 				return usagef("missing ID: name at least one to stop (see kici-admin scaler orphans list)")
 			}
@@ -59,12 +73,34 @@ takes longer than 30 s.`,
 			}
 			ids := uniqueIDs(args)
 			var ans stopOrphansAnswer
-			if err := c.do(cmd.Context(), http.MethodPost, orphansStopPath, nil, stopOrphansRequest{IDs: ids}, &ans); err != nil {
-				return scalerError("stop orphans", err)
-			}
-			ans.Outcomes = nonNil(ans.Outcomes)
-			if err := printStopOutcomes(cmd, output, ans); err != nil {
-				return err
+			if node == "" {
+				if err := c.do(cmd.Context(), http.MethodPost, orphansStopPath, nil, stopOrphansRequest{IDs: ids}, &ans); err != nil {
+					return scalerError("stop orphans", err)
+				}
+				ans.Outcomes = nonNil(ans.Outcomes)
+				if err := printStopOutcomes(cmd, output, ans); err != nil {
+					return err
+				}
+			} else {
+				var na nodeStopAnswer
+				if err := c.do(cmd.Context(), http.MethodPost, orphansStopPath, nil, stopOrphansRequest{IDs: ids, Node: node}, &na); err != nil {
+					return scalerError("stop orphans on node "+node, err)
+				}
+				if na.Node == "" {
+					na.Node = node
+				}
+				na.Outcomes = nonNil(na.Outcomes)
+				if err := printNodeStopOutcomes(cmd, output, na); err != nil {
+					return err
+				}
+				if !na.OK {
+					reason := na.Error
+					if reason == "" {
+						reason = "the node answered no reason"
+					}
+					return newRefusal("stop orphans on node "+na.Node+" failed", reason)
+				}
+				ans.Outcomes = na.Outcomes
 			}
 			stopped := 0
 			for _, o := range ans.Outcomes {
@@ -73,13 +109,31 @@ takes longer than 30 s.`,
 				}
 			}
 			if stopped != len(ids) || len(ans.Outcomes) != len(ids) {
+				if node != "" {
+					return fmt.Errorf("stop orphans on node %s: stopped %d of %d", node, stopped, len(ids))
+				}
 				return fmt.Errorf("stop orphans: stopped %d of %d", stopped, len(ids))
 			}
 			return nil
 		},
 	}
 	addOutputFlag(cmd, &output)
+	cmd.Flags().StringVar(&node, "node", "", "stop the compute on cluster node `ID` (as kici-admin peers list shows it)")
 	return cmd
+}
+
+// printNodeStopOutcomes writes a node's outcomes as a table after a
+// "node ID:" line (nothing more when the node failed), or the API's JSON.
+func printNodeStopOutcomes(cmd *cobra.Command, output string, na nodeStopAnswer) error {
+	out := cmd.OutOrStdout()
+	if output == formatJSON {
+		return writeJSON(out, na)
+	}
+	fmt.Fprintf(out, "node %s:\n", escapeControls(na.Node))
+	if !na.OK {
+		return nil
+	}
+	return printStopOutcomes(cmd, output, stopOrphansAnswer{Outcomes: na.Outcomes})
 }
 
 // printStopOutcomes writes each id's outcome as a table or as the API's

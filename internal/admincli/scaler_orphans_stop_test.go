@@ -19,6 +19,14 @@ func TestScalerOrphansStop(t *testing.T) {
 		{name: "scaler-orphans-stop-partly-json", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c", "scaler-container-gone", "-o", "json"}, code: 1},
 		{name: "scaler-orphans-stop-not-configured", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c"}, env: map[string]string{envURL: "{url}" + fakeNoScaler}, code: 1},
 		{name: "scaler-orphans-stop-wrong-token", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c"}, env: map[string]string{envToken: "nope"}, code: 1},
+		{name: "scaler-orphans-stop-node", args: []string{"scaler", "orphans", "stop", "--node", "ci-2", "scaler-container-7e6d5c4b"}, code: 0},
+		{name: "scaler-orphans-stop-node-json", args: []string{"scaler", "orphans", "stop", "--node", "ci-2", "scaler-container-7e6d5c4b", "-o", "json"}, code: 0},
+		{name: "scaler-orphans-stop-node-tracked", args: []string{"scaler", "orphans", "stop", "--node", "ci-2", "scaler-container-7e6d5c4b", "scaler-container-3a4b5c6d"}, code: 1},
+		{name: "scaler-orphans-stop-node-failed", args: []string{"scaler", "orphans", "stop", "--node", "ci-4", "scaler-container-7e6d5c4b"}, code: 1},
+		{name: "scaler-orphans-stop-node-failed-json", args: []string{"scaler", "orphans", "stop", "--node", "ci-4", "scaler-container-7e6d5c4b", "-o", "json"}, code: 1},
+		{name: "scaler-orphans-stop-node-all", args: []string{"scaler", "orphans", "stop", "--node", "all", "scaler-container-7e6d5c4b"}, code: 2},
+		{name: "scaler-orphans-stop-node-unknown", args: []string{"scaler", "orphans", "stop", "--node", "ci-9", "scaler-container-7e6d5c4b"}, code: 1},
+		{name: "scaler-orphans-stop-node-standalone", args: []string{"scaler", "orphans", "stop", "--node", "ci-2", "scaler-container-7e6d5c4b"}, env: map[string]string{envURL: "{url}" + fakeNoScaler}, code: 1},
 		{name: "scaler-orphans-stop-unreachable", args: []string{"scaler", "orphans", "stop", "scaler-container-9f8e7d6c"}, env: map[string]string{envURL: "{dead}"}, code: 1},
 	})
 }
@@ -53,6 +61,31 @@ func TestScalerRequests(t *testing.T) {
 			want: []fakeRequest{{Method: "POST", Path: "/api/v1/scalers/orphans/stop", Body: map[string]any{
 				"ids": []any{"scaler-container-9f8e7d6c", "scaler-container-0b1c2d3e"},
 			}}},
+		},
+		{
+			name: "orphans list on a node",
+			args: []string{"scaler", "orphans", "list", "--node", "ci-2"},
+			want: []fakeRequest{{Method: "GET", Path: "/api/v1/scalers/orphans", Query: "node=ci-2"}},
+		},
+		{
+			name: "orphans list on every node",
+			args: []string{"scaler", "orphans", "list", "--node", "all"},
+			want: []fakeRequest{{Method: "GET", Path: "/api/v1/scalers/orphans", Query: "node=all"}},
+		},
+		{
+			name: "orphans list with a bad node sends nothing",
+			args: []string{"scaler", "orphans", "list", "--node", "ci 2"},
+		},
+		{
+			name: "orphans stop on a node sends it with the ids",
+			args: []string{"scaler", "orphans", "stop", "--node", "ci-2", "scaler-container-7e6d5c4b", "scaler-container-7e6d5c4b"},
+			want: []fakeRequest{{Method: "POST", Path: "/api/v1/scalers/orphans/stop", Body: map[string]any{
+				"ids": []any{"scaler-container-7e6d5c4b"}, "node": "ci-2",
+			}}},
+		},
+		{
+			name: "orphans stop on every node sends nothing",
+			args: []string{"scaler", "orphans", "stop", "--node", "all", "scaler-container-7e6d5c4b"},
 		},
 		{
 			name: "orphans stop without an id sends nothing",

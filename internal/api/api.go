@@ -59,6 +59,10 @@ type Config struct {
 	Metrics *metrics.Registry
 	// Scalers is the auto-scaler; nil when none is configured.
 	Scalers ScalerAdmin
+	// NodeScalers reaches the scalers of the cluster's workers for the
+	// node parameter of the scaler orphans routes; nil on an orchestrator
+	// that is not a coordinator (the parameter is then refused with 400).
+	NodeScalers NodeScalers
 	// Diagnoser runs GET /api/v1/diagnose; nil answers 503 there.
 	Diagnoser Diagnoser
 	// Schedules lists the schedule triggers for GET /api/v1/schedules;
