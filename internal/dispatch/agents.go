@@ -171,17 +171,21 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 	if !d.reg.remove(a) {
 		return // a newer connection took over; its jobs are its own
 	}
-	if d.scaler != nil {
+	busy := a.BusyJobs()
+	// A worker's scaler agent that left mid-job may be reconnecting
+	// through its worker (to this coordinator or another): its compute is
+	// kept, and the worker hears of it once the agent leaves idle.
+	if d.scaler != nil && !(a.remote && len(busy) > 0) {
 		defer d.scaler.OnAgentDisconnected(a.ID)
 	}
 	deadline := d.cfg.Now().Add(d.cfg.RecoveryWindow)
 	waiting, elsewhere := 0, 0
-	for _, jobID := range a.BusyJobs() {
+	for _, jobID := range busy {
 		entry, err := d.db.GetQueueEntry(ctx, jobID)
 		if err != nil {
 			continue
 		}
-		if a.managed {
+		if a.managed && !a.remote {
 			// Its compute is destroyed below: it will not come back, so
 			// waiting out the recovery window would only delay the verdict.
 			// A job it never acknowledged goes back to the queue. One it

@@ -49,6 +49,7 @@ type Agent struct {
 	mu       sync.Mutex
 	boundJob string          // the job a scaler spawned this agent for, until claimed
 	managed  bool            // spawned by a scaler: its compute is destroyed when it disconnects, so it never comes back
+	remote   bool            // managed, by a cluster worker's scaler: its compute outlives a dropped connection
 	busy     map[string]bool // job ids this agent holds
 	acked    map[string]bool // held jobs whose job.ack from this connection is committed (see noteAcked)
 	reserved int             // slots held by claims not yet committed (see reserve)

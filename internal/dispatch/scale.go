@@ -104,6 +104,7 @@ func (d *Dispatcher) registerScaled(a *Agent, token string) error {
 	a.Backend = reg.Backend
 	a.OneShot = true
 	a.managed = true
+	a.remote = reg.Remote
 	a.boundJob = reg.BoundJobID
 	return nil
 }

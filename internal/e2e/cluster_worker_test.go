@@ -38,17 +38,19 @@ func startWorker(t *testing.T, dataDir, token string, urls ...string) *workerPro
 // startWorkerAt is startWorker listening on addr.
 func startWorkerAt(t *testing.T, addr, dataDir, token string, urls ...string) *workerProc {
 	t.Helper()
-	return startWorkerOn(t, nil, addr, dataDir, token, urls...)
+	return startWorkerOn(t, nil, addr, dataDir, token, nil, urls...)
 }
 
 // startWorkerIn is startWorker inside network namespace ns (nil: the
 // host's).
 func startWorkerIn(t *testing.T, ns *netNS, dataDir, token string, urls ...string) *workerProc {
 	t.Helper()
-	return startWorkerOn(t, ns, freeAddr(t), dataDir, token, urls...)
+	return startWorkerOn(t, ns, freeAddr(t), dataDir, token, nil, urls...)
 }
 
-func startWorkerOn(t *testing.T, ns *netNS, addr, dataDir, token string, urls ...string) *workerProc {
+// startWorkerOn is startWorkerIn listening on addr, with env added to the
+// worker's environment.
+func startWorkerOn(t *testing.T, ns *netNS, addr, dataDir, token string, env []string, urls ...string) *workerProc {
 	t.Helper()
 	w := &workerProc{addr: addr, dataDir: dataDir, done: make(chan struct{}), client: http.DefaultClient}
 	w.cmd = exec.Command(filepath.Join(binDir, "kici-orchestrator"), "serve")
@@ -57,6 +59,7 @@ func startWorkerOn(t *testing.T, ns *netNS, addr, dataDir, token string, urls ..
 	if token != "" {
 		w.cmd.Env = append(w.cmd.Env, "KICI_CLUSTER_JOIN_TOKEN="+token)
 	}
+	w.cmd.Env = append(w.cmd.Env, env...)
 	if ns != nil {
 		w.cmd = ns.command(w.cmd)
 		w.client = ns.client

@@ -192,3 +192,68 @@ func (r *Registry) WatchLogs(stats func() LogStats) {
 		chunks: prometheus.NewDesc("kici_orch_log_chunks_stored_total", "Log chunks written to the log store since the orchestrator started (replayed chunks skipped).", nil, nil),
 	})
 }
+
+// ClusterWorkers is what a coordinator reports of its workers; see
+// WatchClusterWorkers.
+type ClusterWorkers struct {
+	// Connected returns how many workers hold a channel to this
+	// coordinator.
+	Connected func() int
+	// OutboxDepth returns, per connected worker, the entries its outbox
+	// holds (as its last heartbeat said).
+	OutboxDepth func() map[string]int
+}
+
+// ClusterCounters are a coordinator's counters of the work it routes to
+// workers; see WatchClusterWorkers.
+type ClusterCounters struct {
+	// Reroutes counts queued jobs routed to a worker's scaler, by outcome:
+	// "asked" (sent), "taken-back" (no answer within the accept timeout,
+	// or the worker left).
+	Reroutes *prometheus.CounterVec
+	// OutboxEntries counts workers' outbox entries received, by verdict:
+	// "applied", "duplicate", "gap", "error".
+	OutboxEntries *prometheus.CounterVec
+}
+
+// WatchClusterWorkers registers a coordinator's worker metrics and
+// returns its counters. Coordinators call it once.
+func (r *Registry) WatchClusterWorkers(w ClusterWorkers) ClusterCounters {
+	c := ClusterCounters{
+		Reroutes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_cluster_reroutes_total",
+			Help: "Queued jobs this coordinator routed to a worker's scalers, by outcome (asked, taken-back).",
+		}, []string{"outcome"}),
+		OutboxEntries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kici_orch_cluster_outbox_entries_total",
+			Help: "Workers' outbox entries this coordinator received, by verdict (applied, duplicate, gap, error).",
+		}, []string{"verdict"}),
+	}
+	for _, o := range []string{"asked", "taken-back"} {
+		c.Reroutes.WithLabelValues(o)
+	}
+	for _, v := range []string{"applied", "duplicate", "gap", "error"} {
+		c.OutboxEntries.WithLabelValues(v)
+	}
+	r.reg.MustRegister(c.Reroutes, c.OutboxEntries,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kici_orch_cluster_workers_connected",
+			Help: "Workers holding a channel to this coordinator.",
+		}, func() float64 { return float64(w.Connected()) }),
+		&outboxDepthCollector{depth: w.OutboxDepth, desc: prometheus.NewDesc("kici_orch_cluster_worker_outbox_depth",
+			"Entries a connected worker's outbox holds, as its last heartbeat said.", []string{"node"}, nil)})
+	return c
+}
+
+type outboxDepthCollector struct {
+	depth func() map[string]int
+	desc  *prometheus.Desc
+}
+
+func (c *outboxDepthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *outboxDepthCollector) Collect(ch chan<- prometheus.Metric) {
+	for node, n := range c.depth() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), node)
+	}
+}

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"os/signal"
@@ -148,23 +149,31 @@ func (sc *scalers) managerConfig(file *config.File) scaler.Config {
 // agents of a previous process cannot be resumed: their tokens died with
 // it); containers of other instances are never touched.
 func (sc *scalers) build(ctx context.Context, c config.Scaler, file *config.File) (scaler.Backend, error) {
-	log := sc.s.log.With("scaler", c.Name, "backend", c.Type)
+	if c.Type == config.TypeFirecracker {
+		return sc.buildFirecracker(ctx, c, file)
+	}
+	return buildHostBackend(ctx, sc.s.log, sc.s.cfg.DataDir, sc.instance, c)
+}
+
+// buildHostBackend makes a bare-metal or container scaler's backend, which
+// need nothing but the host (no database): an orchestrator's and a
+// worker's alike.
+func buildHostBackend(ctx context.Context, logger *slog.Logger, dataDir, instance string, c config.Scaler) (scaler.Backend, error) {
+	log := logger.With("scaler", c.Name, "backend", c.Type)
 	switch c.Type {
 	case config.TypeBareMetal:
-		return baremetal.New(log, baremetal.Config{Name: c.Name, WorkDir: filepath.Join(sc.s.cfg.DataDir, "scalers", c.Name)}), nil
+		return baremetal.New(log, baremetal.Config{Name: c.Name, WorkDir: filepath.Join(dataDir, "scalers", c.Name)}), nil
 	case config.TypeContainer:
 		b, err := container.New(ctx, log, container.Config{
-			Name: c.Name, Instance: sc.instance, Host: c.Container.Host, SocketPath: c.Container.SocketPath,
+			Name: c.Name, Instance: instance, Host: c.Container.Host, SocketPath: c.Container.SocketPath,
 			Runtime: c.Container.Runtime, ExtraHosts: c.Container.ExtraHosts,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("scaler %q: %w", c.Name, err)
 		}
 		return b, nil
-	case config.TypeFirecracker:
-		return sc.buildFirecracker(ctx, c, file)
 	}
-	return nil, fmt.Errorf("scaler %q: unknown type %q", c.Name, c.Type)
+	return nil, fmt.Errorf("scaler %q: type %q is not supported here", c.Name, c.Type)
 }
 
 // reapLater removes, in the background, the compute this instance left

@@ -31,6 +31,7 @@ import (
 	"github.com/kici-dev/kici/internal/pipeline"
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/runstate"
+	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/scheduler"
 	"github.com/kici-dev/kici/internal/schedules"
 	"github.com/kici-dev/kici/internal/secrets"
@@ -239,12 +240,25 @@ func (s *Server) build(ctx context.Context) error {
 	if s.cfg.ClusterRole == RoleCoordinator {
 		// Workers join a cluster through its coordinators only.
 		apiCfg.Join = join.New(s.db, secretStore, s.log.With("component", "join"))
+		counters := s.metrics.WatchClusterWorkers(metrics.ClusterWorkers{
+			Connected:   func() int { return len(s.hub.Connected()) },
+			OutboxDepth: s.workerOutboxDepths,
+		})
 		s.hub = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db, Joiner: apiCfg.Join,
 			Agents: func(ctx context.Context, st coordinator.AgentStream, authorization, client string, authorized func(error)) error {
 				return ws.ServeRelayed(ctx, st, authorization, client, authorized)
 			},
-			Log: s.log.With("component", "peers")})
+			Scalers: scalerReports{s: s, counters: counters},
+			Log:     s.log.With("component", "peers")})
 		apiCfg.Peer = s.hub
+		// Queued jobs this coordinator's scalers cannot serve go to the
+		// scalers of its workers.
+		var local *scaler.Manager
+		if s.scalers != nil {
+			local = s.scalers.manager
+		}
+		s.disp.SetScaler(newClusterScaler(local, s.hub, s.disp, s.log.With("component", "cluster-scaler"), counters))
+		apiCfg.NodeScalers = clusterNodes{s}
 	}
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	return nil

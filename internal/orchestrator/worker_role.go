@@ -42,6 +42,13 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
+	var scalers *workerScalers
+	if cfg.ScalerConfigPath != "" {
+		if scalers, err = startWorkerScalers(ctx, logger, cfg, w, ln); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	mux := http.NewServeMux()
 	// Agents connect to the worker as to an orchestrator; the worker
 	// relays them to a coordinator.
@@ -73,6 +80,9 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 		errc <- err
 	})
 	wg.Go(func() { errc <- w.Run(ctx) })
+	if scalers != nil {
+		wg.Go(func() { _ = scalers.manager.Run(ctx) })
+	}
 	logger.Info("worker listening", "addr", ln.Addr().String(), "coordinators", cfg.CoordinatorURLs)
 	var first error
 	select {
@@ -84,5 +94,11 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 	defer stop()
 	err = srv.Shutdown(sctx)
 	wg.Wait()
+	if scalers != nil {
+		// Stopping agents waits out their stop grace.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 60*time.Second)
+		err = errors.Join(err, scalers.close(cctx))
+		cancel()
+	}
 	return errors.Join(first, err)
 }

@@ -650,6 +650,10 @@ type Registration struct {
 	BoundJobID string
 	Scaler     string
 	Backend    string
+	// Remote is set for an agent a cluster worker's scaler spawned: its
+	// compute lives on the worker and outlives a dropped connection to a
+	// coordinator, so its jobs get the recovery window as any agent's.
+	Remote bool `json:"remote,omitempty"`
 }
 
 // OnAgentRegistered is called when an agent registers. For an agent this

@@ -74,8 +74,25 @@ type Config struct {
 	Joiner Joiner
 	// Agents serves the agents workers relay; nil serves none.
 	Agents AgentServer
-	Log    *slog.Logger
+	// Scalers takes what workers' scalers report; nil refuses it.
+	Scalers ScalerReports
+	Log     *slog.Logger
 }
+
+// ScalerReports takes what a worker's scalers send a coordinator.
+type ScalerReports interface {
+	// ApplyOutbox applies one outbox entry exactly once and says up to
+	// where the stream is applied.
+	ApplyOutbox(ctx context.Context, nodeID string, e worker.OutboxEntry) (worker.OutboxAck, error)
+	// Retire stops an idle agent connected here from taking jobs.
+	Retire(agentID string) worker.RetireReply
+	// CapacityFreed offers waiting jobs again.
+	CapacityFreed()
+}
+
+// maxWorkerRequests bounds the requests of one worker a hub serves at
+// once; more are refused with "busy", and the worker tries again.
+const maxWorkerRequests = 16
 
 // Hub serves /ws/peer.
 type Hub struct {
@@ -89,7 +106,8 @@ type Hub struct {
 	expiry time.Time
 
 	mu     sync.Mutex
-	conns  map[string]*peer.Conn // by worker node id
+	conns  map[string]*peer.Conn       // by worker node id
+	beats  map[string]worker.Heartbeat // the last heartbeat of each connected worker
 	closed bool
 	served sync.WaitGroup // the channels being served
 }
@@ -99,7 +117,7 @@ func New(cfg Config) *Hub {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Hub{cfg: cfg, log: cfg.Log, conns: map[string]*peer.Conn{}}
+	return &Hub{cfg: cfg, log: cfg.Log, conns: map[string]*peer.Conn{}, beats: map[string]worker.Heartbeat{}}
 }
 
 // Connected returns the node ids of the workers connected here, sorted.
@@ -197,8 +215,9 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.log.Info("worker connected", "node_id", id, "remote", r.RemoteAddr)
 	ss := &streams{m: map[string]*relayed{}}
 	defer ss.endAll() // their agents reconnect through the worker, to a coordinator it still reaches
+	sem := make(chan struct{}, maxWorkerRequests)
 	err = c.Run(context.WithoutCancel(r.Context()), func(ctx context.Context, f peer.Frame) {
-		if h.handleRelay(ctx, c, ss, f) {
+		if h.handleRelay(ctx, c, ss, f) || h.handleScaler(ctx, id, c, sem, f) {
 			return
 		}
 		switch f.Type {
@@ -208,6 +227,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.log.Warn("malformed heartbeat", "node_id", id, "error", err)
 				return
 			}
+			h.recordBeat(id, c, hb)
 			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS)); err != nil {
 				h.log.Error("record worker heartbeat failed", "node_id", id, "error", err)
 			}
@@ -229,6 +249,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mu.Lock()
 	if h.conns[id] == c {
 		delete(h.conns, id)
+		delete(h.beats, id)
 	}
 	h.mu.Unlock()
 	h.log.Info("worker disconnected", "node_id", id, "reason", err)

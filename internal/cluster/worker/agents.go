@@ -27,7 +27,13 @@ type session struct {
 
 	mu     sync.Mutex
 	agents map[string]*agentStream
+	// scalerSem bounds the scaler requests served at once.
+	scalerSem chan struct{}
 }
+
+// maxScalerRequests is how many scaler requests of one coordinator a
+// worker serves at once.
+const maxScalerRequests = 16
 
 // agentStream is one agent's WebSocket relayed over a session.
 type agentStream struct {

@@ -4,8 +4,10 @@
 // every coordinator it is given, sending heartbeats with what it offers.
 // It is ready while at least one channel is up.
 //
-// Running the coordinators' jobs on the worker's agents is not built yet:
-// today a worker joins, stays connected and is listed among the peers.
+// Agents that connect to the worker are relayed to a coordinator (see
+// ServeAgent). A worker may also run scalers: coordinators route queued
+// jobs they cannot place to them (scaler.go), and what the spawns report
+// reaches the coordinators through a durable outbox.
 //
 // A *Worker is safe for concurrent use; Run is called once. Only the
 // orchestrator binary imports this package.
@@ -27,8 +29,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/kici-dev/kici/internal/cluster/join"
+	"github.com/kici-dev/kici/internal/cluster/outbox"
 	"github.com/kici-dev/kici/internal/cluster/peer"
 	"github.com/kici-dev/kici/internal/cluster/pki"
+	"github.com/kici-dev/kici/internal/scaler"
 )
 
 // errJoinRefused marks a join refused for good: another try with the same
@@ -97,6 +101,13 @@ type Heartbeat struct {
 	IntervalMS int64  `json:"interval_ms"`
 	// Agents is how many agents are connected to the worker.
 	Agents int `json:"agents"`
+	// Scalers are the worker's scalers a coordinator may route a queued
+	// job to, and ScalerAgents the agents they are spawning or run (so a
+	// coordinator knows which worker checks a registering one's token).
+	Scalers      []scaler.Offer `json:"scalers,omitempty"`
+	ScalerAgents []string       `json:"scaler_agents,omitempty"`
+	// OutboxDepth is how many entries the worker's outbox holds.
+	OutboxDepth int `json:"outbox_depth,omitempty"`
 }
 
 // Config configures a Worker.
@@ -129,6 +140,9 @@ type Worker struct {
 	renewMu  sync.Mutex
 	up       map[string]string   // coordinator URL -> coordinator id, while connected
 	sessions map[string]*session // by coordinator URL, while connected
+	scalers  Scalers             // nil: the worker runs no scaler
+	outbox   *outbox.Outbox
+	wake     chan struct{} // a new outbox entry or channel
 }
 
 // New checks cfg and returns a Worker.
@@ -156,7 +170,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Worker{cfg: cfg, log: cfg.Log, up: map[string]string{}, sessions: map[string]*session{}}, nil
+	return &Worker{cfg: cfg, log: cfg.Log, up: map[string]string{}, sessions: map[string]*session{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // peerURL is the /ws/peer URL of a coordinator's base URL.
@@ -215,6 +229,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Unlock()
 	w.log.Info("worker credential loaded", "node_id", cred.NodeID(), "expires", cred.ExpiresAt())
 	var wg sync.WaitGroup
+	wg.Go(func() { w.relayOutbox(ctx) })
 	for _, u := range w.cfg.CoordinatorURLs {
 		wg.Go(func() { w.keep(ctx, u, cred) })
 	}
@@ -352,11 +367,15 @@ func (w *Worker) keep(ctx context.Context, base string, cred *pki.Credential) {
 
 // session runs one channel to a coordinator until it ends.
 func (w *Worker) session(ctx context.Context, base string, c *peer.Conn) {
-	s := &session{base: base, conn: c, agents: map[string]*agentStream{}}
+	s := &session{base: base, conn: c, agents: map[string]*agentStream{}, scalerSem: make(chan struct{}, maxScalerRequests)}
 	w.mu.Lock()
 	w.up[base] = c.PeerID()
 	w.sessions[base] = s
 	w.mu.Unlock()
+	select { // what waits in the outbox goes out on the new channel
+	case w.wake <- struct{}{}:
+	default:
+	}
 	w.log.Info("connected to coordinator", "coordinator", base, "coordinator_id", c.PeerID())
 	defer func() {
 		w.mu.Lock()
@@ -369,7 +388,7 @@ func (w *Worker) session(ctx context.Context, base string, c *peer.Conn) {
 	defer stop()
 	go w.beat(sctx, c)
 	err := c.Run(sctx, func(ctx context.Context, f peer.Frame) {
-		if s.handle(f) {
+		if s.handle(f) || w.handleScaler(ctx, s, f) {
 			return
 		}
 		if f.ID != "" { // a request this worker does not handle yet: say so
@@ -388,8 +407,9 @@ func (w *Worker) beat(ctx context.Context, c *peer.Conn) {
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, w.cfg.Heartbeat)
-		err := c.Send(sctx, TypeHeartbeat, Heartbeat{NodeID: w.NodeID(), Hostname: host, Version: w.cfg.Version,
-			IntervalMS: w.cfg.Heartbeat.Milliseconds()})
+		hb := Heartbeat{NodeID: w.NodeID(), Hostname: host, Version: w.cfg.Version, IntervalMS: w.cfg.Heartbeat.Milliseconds()}
+		w.inventory(&hb)
+		err := c.Send(sctx, TypeHeartbeat, hb)
 		cancel()
 		if err != nil {
 			return
