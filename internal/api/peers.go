@@ -49,7 +49,7 @@ func (s *Server) forgetPeer(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, fmt.Sprintf("peer %q is not known", id))
-	case errors.Is(err, store.ErrPeerRecent):
+	case errors.Is(err, store.ErrPeerRecent), errors.Is(err, store.ErrPeerHoldsJobs):
 		writeError(w, http.StatusConflict, fmt.Sprintf("peer %q: %v", id, err))
 	case err != nil:
 		s.storeError(w, fmt.Sprintf("peer %q", id), err)

@@ -107,6 +107,10 @@ type Config struct {
 	// CredentialFile is where a worker keeps its key and certificate
 	// (KICI_CLUSTER_CREDENTIAL_FILE; default DataDir/peer-credential).
 	CredentialFile string
+	// WorkerIsolationLimit is how long a worker may be cut from every
+	// coordinator before it stops its scalers' agents
+	// (KICI_CLUSTER_WORKER_ISOLATION_LIMIT_MS; 0 means never).
+	WorkerIsolationLimit time.Duration
 	// LeaderLeaseTTL and LeaderLeaseRenew time the coordinators' leader
 	// lease: it lasts TTL from each renewal, tried every Renew. 0 means
 	// leader.DefaultTTL (10 s) and leader.DefaultRenew (2 s).
@@ -143,6 +147,10 @@ const (
 	DefaultQueueSweepInterval  = time.Minute
 	DefaultDispatchAckTimeout  = 10 * time.Second
 	DefaultAgentRecoveryWindow = 120 * time.Second
+	// DefaultWorkerIsolationLimit exceeds the default recovery window, so
+	// that the coordinators have failed a cut-off worker's jobs before it
+	// stops them.
+	DefaultWorkerIsolationLimit = 5 * time.Minute
 	DefaultJobTimeout          = 6 * time.Hour
 	DefaultCancelGrace         = 10 * time.Second
 	DefaultAuthFailureLimit    = 20
@@ -172,6 +180,7 @@ var knownVars = []string{
 	"KICI_GIT_ALLOW_FILE_URLS", "KICI_CLUSTER_ROLE", "KICI_SCHEDULE_REFRESH_MS",
 	"KICI_CLUSTER_LEASE_TTL_MS", "KICI_CLUSTER_LEASE_RENEW_MS",
 	"KICI_CLUSTER_COORDINATOR_URLS", "KICI_CLUSTER_JOIN_TOKEN", "KICI_CLUSTER_CREDENTIAL_FILE",
+	"KICI_CLUSTER_WORKER_ISOLATION_LIMIT_MS",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FILE", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
@@ -241,6 +250,7 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 	ms("KICI_SCHEDULE_REFRESH_MS", DefaultScheduleRefresh, &c.ScheduleRefresh)
 	ms("KICI_CLUSTER_LEASE_TTL_MS", leader.DefaultTTL, &c.LeaderLeaseTTL)
 	ms("KICI_CLUSTER_LEASE_RENEW_MS", leader.DefaultRenew, &c.LeaderLeaseRenew)
+	ms("KICI_CLUSTER_WORKER_ISOLATION_LIMIT_MS", DefaultWorkerIsolationLimit, &c.WorkerIsolationLimit)
 	if v := getenv("KICI_AUTH_FAILURE_LIMIT"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

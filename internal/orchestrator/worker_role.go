@@ -33,8 +33,18 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 		StartedAt: time.Now().UTC()}); err != nil {
 		return err
 	}
+	// The scalers start after the worker (they need its sink and the
+	// listener); isolation reads them when it happens.
+	var scalers *workerScalers
 	w, err := worker.New(worker.Config{CoordinatorURLs: cfg.CoordinatorURLs, JoinToken: cfg.JoinToken,
-		CredentialFile: cfg.CredentialFile, Version: "kici", Log: logger.With("component", "worker")})
+		CredentialFile: cfg.CredentialFile, Version: "kici", Log: logger.With("component", "worker"),
+		IsolationLimit: cfg.WorkerIsolationLimit,
+		OnIsolated: func() {
+			if scalers != nil {
+				stopped := scalers.manager.StopAll(context.WithoutCancel(ctx), "cut from every coordinator for longer than KICI_CLUSTER_WORKER_ISOLATION_LIMIT_MS")
+				logger.Warn("stopped this worker's scaler agents: no coordinator could see their jobs", "agents", stopped)
+			}
+		}})
 	if err != nil {
 		return err
 	}
@@ -42,7 +52,6 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	var scalers *workerScalers
 	if cfg.ScalerConfigPath != "" {
 		if scalers, err = startWorkerScalers(ctx, logger, cfg, w, ln); err != nil {
 			ln.Close()

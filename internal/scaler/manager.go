@@ -808,3 +808,41 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// StopAll destroys the compute of every agent the manager spawned, busy or
+// not, spawns in flight included, and forgets them; the scalers keep
+// running. A cluster worker cut from every coordinator for too long calls
+// it: the coordinators have failed those agents' jobs by then, and a job
+// must not go on where nobody can see it. It returns the agents stopped.
+func (m *Manager) StopAll(ctx context.Context, reason string) []string {
+	m.mu.Lock()
+	all := make([]*spawn, 0, len(m.agents))
+	for _, sp := range m.agents {
+		all = append(all, sp)
+		if sp.cancel != nil {
+			sp.cancel()
+		}
+	}
+	m.mu.Unlock()
+	var ids []string
+	for _, sp := range all {
+		m.mu.Lock()
+		st := m.scalers[sp.scaler]
+		m.mu.Unlock()
+		if st == nil {
+			continue
+		}
+		if err := st.backend.Destroy(ctx, sp.agentID); err != nil {
+			m.log.Warn("stop agent failed", "scaler", sp.scaler, "agent_id", sp.agentID, "error", err)
+			continue
+		}
+		m.mu.Lock()
+		m.forgetLocked(sp)
+		m.mu.Unlock()
+		ids = append(ids, sp.agentID)
+		m.log.Warn("agent stopped", "scaler", sp.scaler, "agent_id", sp.agentID, "job_id", sp.jobID, "reason", reason)
+	}
+	sort.Strings(ids)
+	m.sweepRetired()
+	return ids
+}

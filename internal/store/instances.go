@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sort"
+	"strings"
 	"time"
 )
 
@@ -211,6 +213,16 @@ func (db *DB) ForgetInstance(ctx context.Context, id string, quiet time.Duration
 				return fmt.Errorf("instance %q was last seen %s ago (forget needs it gone for %s): %w",
 					id, now.Sub(i.HeartbeatAt).Round(time.Second), quiet, ErrPeerRecent)
 			}
+			if i.Role == InstanceWorker {
+				holding, err := tx.workerAgentsHoldingJobs(ctx, id)
+				if err != nil {
+					return err
+				}
+				if len(holding) > 0 {
+					return fmt.Errorf("worker %q spawned agents that still hold jobs (%s): they may come back through it until their recovery window ends; forget it once those jobs end: %w",
+						id, strings.Join(holding, ", "), ErrPeerHoldsJobs)
+				}
+			}
 			_, err := tx.exec(ctx, "DELETE FROM orchestrator_instances WHERE id = ?", id)
 			return classify(err)
 		}
@@ -220,6 +232,59 @@ func (db *DB) ForgetInstance(ctx context.Context, id string, quiet time.Duration
 		return fmt.Errorf("forget instance: %w", err)
 	}
 	return nil
+}
+
+// ErrPeerHoldsJobs is returned (wrapped) by ForgetInstance for a worker
+// whose scaler agents still hold jobs in the dispatch queue.
+var ErrPeerHoldsJobs = errors.New("its agents still hold jobs")
+
+// maxWorkerScalerAgents bounds the agent ids kept per worker.
+const maxWorkerScalerAgents = 4096
+
+// RecordWorkerScalerAgents keeps the scaler agents a worker's heartbeat
+// listed (at most 4096, each a "scaler-" id of at most 128 bytes; others
+// are dropped), for ForgetInstance. A row that is not a worker's is left
+// alone.
+func (db *DB) RecordWorkerScalerAgents(ctx context.Context, id string, agents []string) error {
+	keep := make([]string, 0, min(len(agents), maxWorkerScalerAgents))
+	for _, a := range agents {
+		if len(keep) == maxWorkerScalerAgents {
+			break
+		}
+		if strings.HasPrefix(a, "scaler-") && len(a) <= 128 && !strings.ContainsAny(a, ", ") {
+			keep = append(keep, a)
+		}
+	}
+	_, err := db.exec(ctx, "UPDATE orchestrator_instances SET scaler_agents = ? WHERE id = ? AND role = '"+InstanceWorker+"'",
+		strings.Join(keep, ","), id)
+	if err != nil {
+		return fmt.Errorf("record scaler agents of worker %q: %w", id, classify(err))
+	}
+	return nil
+}
+
+// workerAgentsHoldingJobs returns the scaler agents of worker id that a
+// dispatch queue row is dispatched to or waits for, sorted.
+func (q *queries) workerAgentsHoldingJobs(ctx context.Context, id string) ([]string, error) {
+	var list string
+	if err := q.w.QueryRowContext(ctx, q.d.rebind("SELECT scaler_agents FROM orchestrator_instances WHERE id = ?"), id).Scan(&list); err != nil {
+		return nil, classify(err)
+	}
+	if list == "" {
+		return nil, nil
+	}
+	bound, err := q.BoundAgents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if bound[a] {
+			out = append(out, a)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // InstanceWorker is the role of a cluster worker, recorded by the

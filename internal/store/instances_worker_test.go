@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -53,6 +54,44 @@ func TestTouchWorker(t *testing.T) {
 			clock.advance(time.Minute)
 			if err := db.ForgetInstance(ctx, "worker-1", 30*time.Second); err != nil {
 				t.Errorf("forget a worker silent for a minute: %v", err)
+			}
+		})
+	}
+}
+
+// TestForgetWorkerWhoseAgentsHoldJobs: a worker silent long enough is
+// still not forgotten while a scaler agent its heartbeat listed holds a
+// job in the dispatch queue (it may come back through the worker); once
+// the job leaves the queue, it is.
+func TestForgetWorkerWhoseAgentsHoldJobs(t *testing.T) {
+	t.Parallel()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			clock := newTestClock()
+			db, _ := twoHandles(t, e, clock)
+			runID, ids := seedJobs(t, db, []string{"edge"})
+			enqueue(t, db, runID, ids[0], []string{"edge"}, nil)
+			if _, ok, err := db.ClaimJob(ctx, testOwner, ids[0], "scaler-bare-metal-1", ackDeadline); err != nil || !ok {
+				t.Fatalf("claim: (%t, %v)", ok, err)
+			}
+			if err := db.TouchWorker(ctx, "worker-9", "10.0.0.9:1", "edge-9", time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.RecordWorkerScalerAgents(ctx, "worker-9", []string{"scaler-bare-metal-1", "scaler-bare-metal-2", "not-a-scaler-id"}); err != nil {
+				t.Fatal(err)
+			}
+			clock.advance(time.Minute)
+			err := db.ForgetInstance(ctx, "worker-9", 0)
+			if !errors.Is(err, ErrPeerHoldsJobs) || !strings.Contains(err.Error(), "scaler-bare-metal-1") || strings.Contains(err.Error(), "scaler-bare-metal-2") {
+				t.Fatalf("forget a worker whose agent holds a job: got %v, want ErrPeerHoldsJobs naming scaler-bare-metal-1 only", err)
+			}
+			if _, err := db.Dequeue(ctx, ids[0]); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.ForgetInstance(ctx, "worker-9", 0); err != nil {
+				t.Fatalf("forget once the job left the queue: %v", err)
 			}
 		})
 	}

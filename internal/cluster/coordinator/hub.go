@@ -64,6 +64,13 @@ type Workers interface {
 	TouchWorker(ctx context.Context, id, addr, hostname string, ttl time.Duration) error
 }
 
+// ScalerAgentsRecorder is implemented by Workers that keep the scaler
+// agents each worker lists (a *store.DB): a worker whose agents hold jobs
+// is not forgotten.
+type ScalerAgentsRecorder interface {
+	RecordWorkerScalerAgents(ctx context.Context, id string, agents []string) error
+}
+
 // Config configures a Hub.
 type Config struct {
 	// SelfID is this coordinator's instance id.
@@ -227,9 +234,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.log.Warn("malformed heartbeat", "node_id", id, "error", err)
 				return
 			}
-			h.recordBeat(id, c, hb)
+			changed := h.recordBeat(id, c, hb)
 			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS)); err != nil {
 				h.log.Error("record worker heartbeat failed", "node_id", id, "error", err)
+				return
+			}
+			if rec, ok := h.cfg.Workers.(ScalerAgentsRecorder); ok && changed {
+				if err := rec.RecordWorkerScalerAgents(ctx, id, hb.ScalerAgents); err != nil {
+					h.log.Error("record worker's scaler agents failed", "node_id", id, "error", err)
+				}
 			}
 		case worker.TypeRenew:
 			cert, err := h.renew(ca, id, f)

@@ -17,7 +17,8 @@ var ErrNotConnected = errors.New("worker not connected to this coordinator")
 
 // recordBeat keeps a worker's last heartbeat, cut to the bounds a worker
 // may advertise, while the channel it came on is the worker's current one.
-func (h *Hub) recordBeat(id string, c *peer.Conn, hb worker.Heartbeat) {
+// It reports whether the list of the worker's scaler agents changed.
+func (h *Hub) recordBeat(id string, c *peer.Conn, hb worker.Heartbeat) bool {
 	hb.Scalers = hb.Scalers[:min(len(hb.Scalers), worker.MaxOffers)]
 	for i := range hb.Scalers {
 		o := &hb.Scalers[i]
@@ -29,10 +30,13 @@ func (h *Hub) recordBeat(id string, c *peer.Conn, hb worker.Heartbeat) {
 	}
 	hb.ScalerAgents = hb.ScalerAgents[:min(len(hb.ScalerAgents), worker.MaxScalerAgents)]
 	h.mu.Lock()
-	if h.conns[id] == c {
-		h.beats[id] = hb
+	defer h.mu.Unlock()
+	if h.conns[id] != c {
+		return false
 	}
-	h.mu.Unlock()
+	prev, had := h.beats[id]
+	h.beats[id] = hb
+	return !had || !slices.Equal(prev.ScalerAgents, hb.ScalerAgents)
 }
 
 // Heartbeats returns the last heartbeat of every worker connected here,

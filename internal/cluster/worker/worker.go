@@ -128,6 +128,13 @@ type Config struct {
 	// Now is the clock that decides when the certificate is renewed; nil
 	// means time.Now.
 	Now func() time.Time
+	// IsolationLimit is how long the worker may be cut from every
+	// coordinator before it calls OnIsolated (once per isolation); 0 means
+	// never.
+	IsolationLimit time.Duration
+	// OnIsolated stops what the worker runs on its own: by then the
+	// coordinators have failed its agents' jobs as lost.
+	OnIsolated func()
 }
 
 // Worker is a running worker.
@@ -230,6 +237,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker credential loaded", "node_id", cred.NodeID(), "expires", cred.ExpiresAt())
 	var wg sync.WaitGroup
 	wg.Go(func() { w.relayOutbox(ctx) })
+	if w.cfg.IsolationLimit > 0 && w.cfg.OnIsolated != nil {
+		wg.Go(func() { w.watchIsolation(ctx) })
+	}
 	for _, u := range w.cfg.CoordinatorURLs {
 		wg.Go(func() { w.keep(ctx, u, cred) })
 	}
@@ -466,4 +476,31 @@ func (w *Worker) renew(ctx context.Context, c *peer.Conn) {
 		return
 	}
 	w.log.Info("certificate renewed", "coordinator_id", c.PeerID(), "expires", w.cred.ExpiresAt())
+}
+
+// watchIsolation calls OnIsolated once the worker has had no channel to
+// any coordinator for IsolationLimit, and again only after a channel came
+// back and was lost for that long once more.
+func (w *Worker) watchIsolation(ctx context.Context) {
+	tick := min(time.Second, w.cfg.IsolationLimit/4)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	since := time.Now() // isolated since (before the first channel too)
+	acted := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if w.Ready() {
+			since, acted = time.Now(), false
+			continue
+		}
+		if !acted && time.Since(since) >= w.cfg.IsolationLimit {
+			acted = true
+			w.log.Warn("cut from every coordinator for too long; stopping what this worker runs", "for", time.Since(since).Round(time.Second), "limit", w.cfg.IsolationLimit)
+			w.cfg.OnIsolated()
+		}
+	}
 }
