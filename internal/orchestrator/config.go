@@ -151,13 +151,13 @@ const (
 	// that the coordinators have failed a cut-off worker's jobs before it
 	// stops them.
 	DefaultWorkerIsolationLimit = 5 * time.Minute
-	DefaultJobTimeout          = 6 * time.Hour
-	DefaultCancelGrace         = 10 * time.Second
-	DefaultAuthFailureLimit    = 20
-	DefaultArchiveCacheEntries = 8
-	DefaultRetentionSweep      = time.Hour
-	DefaultInstanceHeartbeat   = 2 * time.Second
-	DefaultScheduleRefresh     = schedules.DefaultRefresh
+	DefaultJobTimeout           = 6 * time.Hour
+	DefaultCancelGrace          = 10 * time.Second
+	DefaultAuthFailureLimit     = 20
+	DefaultArchiveCacheEntries  = 8
+	DefaultRetentionSweep       = time.Hour
+	DefaultInstanceHeartbeat    = 2 * time.Second
+	DefaultScheduleRefresh      = schedules.DefaultRefresh
 )
 
 // The cluster roles (KICI_CLUSTER_ROLE).
