@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"flag"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -69,6 +70,95 @@ jobs:
 		name string
 		ds   []time.Duration
 	}{{"direct agent", direct}, {"agent behind a worker", relayed}} {
+		t.Logf("%s: run created → job running p50 %s, p90 %s (%d runs)", m.name,
+			q(m.ds, 0.5).Round(100*time.Microsecond), q(m.ds, 0.9).Round(100*time.Microsecond), len(m.ds))
+	}
+}
+
+// measureReroute turns on TestMeasureRerouteToWorkerScaler, a measurement
+// for docs/benchmarks.md: go test ./internal/e2e/ -run
+// TestMeasureRerouteToWorkerScaler -measure-reroute.
+var measureReroute = flag.Bool("measure-reroute", false, "measure the time from a job's run to the job running on an agent a worker's scaler spawned for it")
+
+// TestMeasureRerouteToWorkerScaler measures, over 30 runs of one job that
+// only a worker's bare-metal scaler covers, the time from the run's
+// creation to the coordinator applying the job's "running" report: the
+// coordinator routes the job to the worker, the worker spawns a one-shot
+// agent process, the agent dials the worker, is relayed to the
+// coordinator, registers (its token checked by the worker) and takes the
+// job. Same for a bare-metal scaler of the coordinator itself, for
+// comparison. It reports p50 and p90 and asserts no time.
+func TestMeasureRerouteToWorkerScaler(t *testing.T) {
+	if !*measureReroute {
+		t.Skip("a measurement: run with -measure-reroute")
+	}
+	dbURL := testsvc.PostgresURL(t)
+	local := writeScalers(t, fmt.Sprintf(`
+version: 1
+scalers:
+  - name: here
+    type: bare-metal
+    maxAgents: 2
+    labelSets:
+      - labels: [here]
+        binaryPath: %s
+`, agentBin()))
+	c := startOrchestrator(t, dbURL, "KICI_CLUSTER_ROLE=coordinator", "KICI_SCALER_CONFIG_PATH="+local)
+	var created apiv1.JoinTokenCreated
+	c.api(t, "POST", "/api/v1/peers/join-tokens", apiv1.JoinTokenRequest{TTL: "1h"}, &created, http.StatusCreated)
+	remote := writeScalers(t, fmt.Sprintf(`
+version: 1
+scalers:
+  - name: edge
+    type: bare-metal
+    maxAgents: 2
+    labelSets:
+      - labels: [edge]
+        binaryPath: %s
+`, agentBin()))
+	w := startWorkerOn(t, nil, freeAddr(t), t.TempDir(), created.Token, []string{"KICI_SCALER_CONFIG_PATH=" + remote}, "http://"+c.addr)
+	waitFor(t, 60*time.Second, "the worker to be ready", w.ready)
+	waitFor(t, 30*time.Second, "the worker's scalers offered", func() bool {
+		ws := c.workers(t)
+		return len(ws) == 1 && ws[0].Connected
+	})
+	c.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {}}
+jobs:
+  local:
+    runs-on: [here]
+    steps:
+      - run: "true"
+  routed:
+    runs-on: [edge]
+    steps:
+      - run: "true"
+`})
+	var here, routed []time.Duration
+	for range 30 {
+		id := c.push(t)
+		r := c.waitRun(t, id, 60*time.Second, "the run to end", ended)
+		if r.Status != "success" {
+			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+		}
+		for _, j := range r.Jobs {
+			d := j.StartedAt.Sub(r.CreatedAt)
+			if j.Name == "local" {
+				here = append(here, d)
+			} else {
+				routed = append(routed, d)
+			}
+		}
+	}
+	q := func(ds []time.Duration, p float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[int(p*float64(len(s)-1))]
+	}
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"coordinator's own scaler", here}, {"routed to a worker's scaler", routed}} {
 		t.Logf("%s: run created → job running p50 %s, p90 %s (%d runs)", m.name,
 			q(m.ds, 0.5).Round(100*time.Microsecond), q(m.ds, 0.9).Round(100*time.Microsecond), len(m.ds))
 	}
