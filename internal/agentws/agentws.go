@@ -137,6 +137,7 @@ type credentials struct {
 	hash   string // of token
 	scaler string
 	client string // the client's address
+	via    string // the worker that relays the agent, if any
 }
 
 func (h *Handler) authenticate(r *http.Request) (credentials, error) {
@@ -252,9 +253,9 @@ var ErrUnauthorized = errors.New("agent token missing, unknown, revoked or expir
 // worker saw it. It authenticates the token first and tells authorized
 // the outcome (nil, ErrUnauthorized, or the failure to check), before it
 // reads anything; then it serves until the stream ends.
-func (h *Handler) ServeRelayed(ctx context.Context, mc MessageConn, authorization, client string, authorized func(error)) error {
+func (h *Handler) ServeRelayed(ctx context.Context, mc MessageConn, authorization, client, node string, authorized func(error)) error {
 	cred, err := h.authenticateHeader(ctx, authorization)
-	cred.client = client
+	cred.client, cred.via = client, node
 	if errors.Is(err, errUnauthorized) {
 		err = ErrUnauthorized
 	}
@@ -349,6 +350,7 @@ func (h *Handler) serve(ctx context.Context, c *conn, cred credentials) {
 		a.Credential = "token:" + tok.ID
 	case cred.scaler != "":
 		a.Credential = "scaler"
+		a.Via = cred.via
 	}
 	log := h.log.With("agent_id", a.ID)
 	reply, err := h.disp.Register(ctx, a, reg.InFlight, cred.scaler)

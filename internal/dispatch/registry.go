@@ -20,6 +20,9 @@ type Conn interface {
 
 // Agent is one connected agent.
 type Agent struct {
+	// Via is the cluster worker that relays a scaler agent's connection;
+	// empty for an agent connected directly.
+	Via         string
 	ID          string
 	Labels      []string
 	Capacity    int

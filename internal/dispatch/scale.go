@@ -21,6 +21,14 @@ type Scaler interface {
 	OnAgentBusy(agentID string)
 }
 
+// ViaScaler is implemented by a Scaler whose agents may reach the
+// dispatcher through a cluster worker: it is told which worker relays a
+// registering agent ("" for a direct connection), so that only the worker
+// that spawned an agent may vouch for it.
+type ViaScaler interface {
+	OnAgentRegisteredVia(agentID, token, via string) (scaler.Registration, error)
+}
+
 // RetireIdle stops an idle agent from taking jobs, so that the scaler can
 // destroy it, and reports whether it did; an agent holding a job is left
 // alone. An agent that is not connected counts as retired.
@@ -80,7 +88,13 @@ func (d *Dispatcher) registerScaled(a *Agent, token string) error {
 		}
 		return nil
 	}
-	reg, err := d.scaler.OnAgentRegistered(a.ID, token)
+	var reg scaler.Registration
+	var err error
+	if vs, ok := d.scaler.(ViaScaler); ok {
+		reg, err = vs.OnAgentRegisteredVia(a.ID, token, a.Via)
+	} else {
+		reg, err = d.scaler.OnAgentRegistered(a.ID, token)
+	}
 	if errors.Is(err, scaler.ErrUnknownScalerAgent) {
 		return &RefusedError{Code: protocol.CloseUnknownScalerAgent, Reason: err.Error()}
 	}

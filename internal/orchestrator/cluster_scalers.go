@@ -19,6 +19,7 @@ import (
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/metrics"
 	"github.com/kici-dev/kici/internal/scaler"
+	"github.com/kici-dev/kici/internal/scaler/config"
 	"github.com/kici-dev/kici/internal/store"
 )
 
@@ -237,11 +238,18 @@ func (cs *clusterScaler) pruneLocked(now time.Time) {
 	}
 }
 
-// OnAgentRegistered checks a registering agent with the scalers that may
-// have spawned it: this coordinator's, then the worker that spawned it
-// (by the spawn's answer or the worker's heartbeat), then any worker with
-// scalers.
+// OnAgentRegistered checks an agent connected directly: only this
+// coordinator's scalers may have spawned it.
 func (cs *clusterScaler) OnAgentRegistered(agentID, token string) (scaler.Registration, error) {
+	return cs.OnAgentRegisteredVia(agentID, token, "")
+}
+
+// OnAgentRegisteredVia checks a registering agent with the scalers that
+// may have spawned it: this coordinator's, then, for an agent a worker
+// relays, that worker's (it checks the token it issued). A worker vouches
+// only for agents it relays, so a compromised worker cannot register
+// agents that connect anywhere else.
+func (cs *clusterScaler) OnAgentRegisteredVia(agentID, token, via string) (scaler.Registration, error) {
 	if cs.local != nil {
 		reg, err := cs.local.OnAgentRegistered(agentID, token)
 		if reg.Managed || (err != nil && !errors.Is(err, scaler.ErrUnknownScalerAgent)) {
@@ -251,50 +259,27 @@ func (cs *clusterScaler) OnAgentRegistered(agentID, token string) (scaler.Regist
 	if !scaler.IsScalerAgentID(agentID) {
 		return scaler.Registration{}, nil
 	}
-	for _, node := range cs.candidates(agentID) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		f, err := cs.hub.Request(ctx, node, worker.TypeScalerRegister, worker.RegisterRequest{AgentID: agentID, Token: token})
-		cancel()
-		if err != nil {
-			if !worker.IsUnknownScalerAgent(err) {
-				cs.log.Warn("ask a worker about a registering scaler agent", "agent_id", agentID, "node_id", node, "error", err)
-			}
-			continue
-		}
-		var reg scaler.Registration
-		if err := f.Decode(&reg); err != nil || !reg.Managed {
-			continue
-		}
-		reg.Remote = true
-		cs.mu.Lock()
-		cs.owners[agentID] = node
-		cs.mu.Unlock()
-		return reg, nil
+	if via == "" {
+		return scaler.Registration{}, fmt.Errorf("%w: %s (no scaler of this coordinator spawned it; a worker's scaler agents must connect through their worker)", scaler.ErrUnknownScalerAgent, agentID)
 	}
-	return scaler.Registration{}, fmt.Errorf("%w: %s (no scaler of this coordinator or of a connected worker spawned it)", scaler.ErrUnknownScalerAgent, agentID)
-}
-
-// candidates are the workers to ask about a scaler agent, the likeliest
-// first.
-func (cs *clusterScaler) candidates(agentID string) []string {
-	var out []string
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	f, err := cs.hub.Request(ctx, via, worker.TypeScalerRegister, worker.RegisterRequest{AgentID: agentID, Token: token})
+	cancel()
+	var reg scaler.Registration
+	if err == nil {
+		err = f.Decode(&reg)
+	}
+	if err != nil || !reg.Managed {
+		if err != nil && !worker.IsUnknownScalerAgent(err) {
+			cs.log.Warn("ask a worker about a registering scaler agent", "agent_id", agentID, "node_id", via, "error", err)
+		}
+		return scaler.Registration{}, fmt.Errorf("%w: %s (worker %s, which relays it, did not spawn it)", scaler.ErrUnknownScalerAgent, agentID, via)
+	}
+	reg.Remote = true
 	cs.mu.Lock()
-	if n, ok := cs.owners[agentID]; ok {
-		out = append(out, n)
-	}
+	cs.owners[agentID] = via
 	cs.mu.Unlock()
-	if n, ok := cs.hub.ScalerAgentOwner(agentID); ok && !slices.Contains(out, n) {
-		out = append(out, n)
-	}
-	beats := cs.hub.Heartbeats()
-	ids := make([]string, 0, len(beats))
-	for id, hb := range beats {
-		if len(hb.Scalers) > 0 && !slices.Contains(out, id) {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	return append(out, ids...)
+	return reg, nil
 }
 
 func (cs *clusterScaler) OnAgentDisconnected(agentID string) {
@@ -350,6 +335,23 @@ func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.
 		r.counters.OutboxEntries.WithLabelValues("error").Inc()
 		return worker.OutboxAck{}, errors.New("outbox entry: an outbox id and a stream of 1 to 64 bytes and a payload of at most 64 KiB are needed")
 	}
+	hb, ok := r.s.hub.Heartbeats()[nodeID]
+	if !ok {
+		// Its first heartbeat on this channel is still on its way.
+		return worker.OutboxAck{}, fmt.Errorf("outbox entry %d: no heartbeat of worker %s yet; send it again", e.Seq, nodeID)
+	}
+	// A worker reports only on jobs its scalers could have been asked
+	// for: anything else is dropped (and the stream moves on), so that a
+	// compromised worker cannot write into other jobs.
+	covered := func(job store.Job) bool {
+		for _, o := range hb.Scalers {
+			if o.Covers(job.RunsOn, nil) {
+				return true
+			}
+		}
+		r.s.log.Warn("worker's report on a job its scalers do not cover dropped", "node_id", nodeID, "job_id", job.ID, "seq", e.Seq)
+		return false
+	}
 	var apply func(tx *store.Tx) error
 	var after func()
 	switch e.Kind {
@@ -368,6 +370,9 @@ func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.
 			if err != nil {
 				return err
 			}
+			if !covered(job) {
+				return nil
+			}
 			_, err = tx.AddJobEvent(ctx, store.JobEvent{JobID: job.ID, RunID: job.RunID, Type: b.Event.Type, AgentID: b.Event.AgentID,
 				Detail: b.Event.Detail, CreatedAt: b.Event.Time})
 			return err
@@ -382,13 +387,27 @@ func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.
 			return worker.OutboxAck{}, fmt.Errorf("outbox entry %d: malformed provisioning error", e.Seq)
 		}
 		apply = func(tx *store.Tx) error {
-			_, err := tx.SetProvisioningError(ctx, b.JobID, truncate(b.Detail, maxDetail))
+			job, err := tx.GetJob(ctx, b.JobID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if !covered(job) {
+				return nil
+			}
+			_, err = tx.SetProvisioningError(ctx, b.JobID, truncate(b.Detail, maxDetail))
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // no queue row: the job left the queue
+			}
 			return err
 		}
 		after = func() {}
 	case worker.KindSpawnFailed:
 		var b worker.SpawnFailedBody
-		if err := json.Unmarshal(e.Payload, &b); err != nil || len(b.Backend) > 32 {
+		// The backend is a metric label: only the types a worker runs.
+		if err := json.Unmarshal(e.Payload, &b); err != nil || (b.Backend != config.TypeBareMetal && b.Backend != config.TypeContainer) {
 			r.counters.OutboxEntries.WithLabelValues("error").Inc()
 			return worker.OutboxAck{}, fmt.Errorf("outbox entry %d: malformed spawn failure", e.Seq)
 		}

@@ -245,8 +245,8 @@ func (s *Server) build(ctx context.Context) error {
 			OutboxDepth: s.workerOutboxDepths,
 		})
 		s.hub = coordinator.New(coordinator.Config{SelfID: s.self.ID, CA: apiCfg.Join, Workers: s.db, Joiner: apiCfg.Join,
-			Agents: func(ctx context.Context, st coordinator.AgentStream, authorization, client string, authorized func(error)) error {
-				return ws.ServeRelayed(ctx, st, authorization, client, authorized)
+			Agents: func(ctx context.Context, st coordinator.AgentStream, authorization, client, node string, authorized func(error)) error {
+				return ws.ServeRelayed(ctx, st, authorization, client, node, authorized)
 			},
 			Scalers: scalerReports{s: s, counters: counters},
 			Log:     s.log.With("component", "peers")})

@@ -25,7 +25,7 @@ type AgentStream interface {
 // AgentServer serves an agent relayed by a worker (agentws's
 // ServeRelayed): it reports the token check to authorized, then serves
 // until the stream ends.
-type AgentServer func(ctx context.Context, s AgentStream, authorization, client string, authorized func(error)) error
+type AgentServer func(ctx context.Context, s AgentStream, authorization, client, node string, authorized func(error)) error
 
 // maxBuffered bounds the bytes of relayed messages one worker channel
 // may have waiting for their readers: a worker (which may be compromised)
@@ -195,7 +195,7 @@ func (h *Hub) handleRelay(ctx context.Context, c *peer.Conn, ss *streams, f peer
 			answer := func(err error) {
 				once.Do(func() { _ = c.Reply(context.Background(), f, nil, err) })
 			}
-			err := h.cfg.Agents(context.Background(), r, truncate(o.Authorization, 4096), truncate(o.Client, 255), answer)
+			err := h.cfg.Agents(context.Background(), r, truncate(o.Authorization, 4096), truncate(o.Client, 255), c.PeerID(), answer)
 			answer(err) // a failure before the check was reported
 			_ = r.Close(websocket.StatusNormalClosure, "")
 		}()
