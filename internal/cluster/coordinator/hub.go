@@ -235,7 +235,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			changed := h.recordBeat(id, c, hb)
-			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS)); err != nil {
+			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS, len(h.Connected()))); err != nil {
 				h.log.Error("record worker heartbeat failed", "node_id", id, "error", err)
 				return
 			}
@@ -341,11 +341,20 @@ func (h *Hub) renew(ca *pki.CA, id string, f peer.Frame) ([]byte, error) {
 	return ca.SignClient([]byte(req.CSRPEM), id, ClientCertTTL, time.Now())
 }
 
+// heartbeatsPerSecond is the rate of worker heartbeats a coordinator is
+// sized for: with more workers, their TTL grows (as Nomad's does), so
+// that a coordinator slow to record a burst of heartbeats does not let
+// live workers expire.
+const heartbeatsPerSecond = 50
+
 // ttl is how long a worker stays live after a heartbeat announcing the
-// next one in intervalMS: three intervals, within bounds.
-func ttl(intervalMS int64) time.Duration {
-	d := 3 * time.Duration(max(intervalMS, 0)) * time.Millisecond
-	return min(max(d, MinWorkerTTL), maxWorkerTTL)
+// next one in intervalMS, with workers connected here: three intervals,
+// at least MinWorkerTTL and workers/heartbeatsPerSecond seconds, at most
+// maxWorkerTTL.
+func ttl(intervalMS int64, workers int) time.Duration {
+	d := 3 * time.Duration(min(max(intervalMS, 0), 1<<32)) * time.Millisecond
+	scaled := time.Duration(workers) * time.Second / heartbeatsPerSecond
+	return min(max(d, MinWorkerTTL, scaled), maxWorkerTTL)
 }
 
 // truncate bounds a worker-given text to n bytes of valid UTF-8.
