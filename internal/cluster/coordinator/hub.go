@@ -4,7 +4,9 @@
 // records each connected worker's heartbeats in the instance table, so
 // that every coordinator lists it among the peers.
 //
-// Routing jobs to workers is not built yet.
+// Jobs a coordinator cannot place are routed to workers' scalers
+// (scalers.go), and what those report comes back through the workers'
+// outboxes.
 //
 // A *Hub is safe for concurrent use. Only the orchestrator imports it.
 package coordinator
@@ -235,6 +237,7 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			changed := h.recordBeat(id, c, hb)
+			_ = c.Send(ctx, worker.TypeHeartbeatAck, struct{}{})
 			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS, len(h.Connected()))); err != nil {
 				h.log.Error("record worker heartbeat failed", "node_id", id, "error", err)
 				return

@@ -108,12 +108,16 @@ func (h *Hub) handleScaler(ctx context.Context, nodeID string, c *peer.Conn, sem
 		}
 		return true
 	}
+	if f.Type == worker.TypeScalerCapacity {
+		// A notice, quick and without an answer: never dropped for want
+		// of a slot.
+		go rep.CapacityFreed()
+		return true
+	}
 	select {
 	case sem <- struct{}{}:
 	default:
-		if f.ID != "" {
-			_ = c.Reply(ctx, f, nil, errors.New("the coordinator is busy with this worker's requests; try again"))
-		}
+		_ = c.Reply(ctx, f, nil, errors.New("the coordinator is busy with this worker's requests; try again"))
 		return true
 	}
 	go func() {

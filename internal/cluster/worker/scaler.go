@@ -228,12 +228,26 @@ func (w *Worker) handleScaler(ctx context.Context, s *session, f peer.Frame) boo
 		}
 		return true
 	}
+	if f.ID == "" {
+		// A notice has no answer to say "busy" with: it waits for a slot
+		// (it is quick once it has one) rather than being lost.
+		go func() {
+			select {
+			case s.scalerSem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			case <-s.conn.Done():
+				return
+			}
+			defer func() { <-s.scalerSem }()
+			_, _ = w.serveScaler(ctx, host, f)
+		}()
+		return true
+	}
 	select {
 	case s.scalerSem <- struct{}{}:
 	default:
-		if f.ID != "" {
-			_ = s.conn.Reply(ctx, f, nil, errors.New("the worker is busy with other scaler requests; try again"))
-		}
+		_ = s.conn.Reply(ctx, f, nil, errors.New("the worker is busy with other scaler requests; try again"))
 		return true
 	}
 	go func() {
@@ -349,15 +363,28 @@ func (w *Worker) Sink() scaler.Sink { return workerSink{w} }
 
 type workerSink struct{ w *Worker }
 
+// maxReportDetail bounds the text of a report, well under what a
+// coordinator accepts, so that no report is refused for good (and holds
+// up the ones after it).
+const maxReportDetail = 8 << 10
+
+func clip(s string) string {
+	if len(s) <= maxReportDetail {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxReportDetail], "")
+}
+
 func (s workerSink) ScalerEvent(runID, jobID string, ev scaler.Event) {
 	if jobID == "" {
 		return // a warm agent's event: no job to tell
 	}
+	ev.Detail = clip(ev.Detail)
 	s.w.report(KindScalerEvent, ScalerEventBody{RunID: runID, JobID: jobID, Event: ev})
 }
 
 func (s workerSink) ProvisioningFailed(jobID, detail string) {
-	s.w.report(KindProvisioningFailed, ProvisioningFailedBody{JobID: jobID, Detail: detail})
+	s.w.report(KindProvisioningFailed, ProvisioningFailedBody{JobID: jobID, Detail: clip(detail)})
 }
 
 func (s workerSink) SpawnFailed(backend string, bound bool) {
@@ -441,11 +468,17 @@ func (w *Worker) relayOutbox(ctx context.Context) {
 		w.mu.Lock()
 		ob := w.outbox
 		w.mu.Unlock()
-		if ob != nil {
-			if n, _ := ob.Depth(); n > 0 {
-				if err := w.sendPending(ctx, ob); err != nil && ctx.Err() == nil {
-					w.log.Warn("outbox relay paused", "error", err)
-				}
+		for ob != nil && ctx.Err() == nil {
+			if n, _ := ob.Depth(); n == 0 {
+				break
+			}
+			sent, err := w.sendPending(ctx, ob)
+			if err != nil && ctx.Err() == nil {
+				w.log.Warn("outbox relay paused", "error", err)
+			}
+			// After a full batch more may wait: send on at once.
+			if err != nil || sent < sendBatch {
+				break
 			}
 		}
 		select {
@@ -457,24 +490,28 @@ func (w *Worker) relayOutbox(ctx context.Context) {
 	}
 }
 
-// sendPending sends what the outbox holds, up to 256 entries a round.
-func (w *Worker) sendPending(ctx context.Context, ob *outbox.Outbox) error {
+// sendBatch is how many entries sendPending reads at a time.
+const sendBatch = 256
+
+// sendPending sends what the outbox holds, up to sendBatch entries, and
+// returns how many went out.
+func (w *Worker) sendPending(ctx context.Context, ob *outbox.Outbox) (int, error) {
 	sessions := w.allSessions()
 	if len(sessions) == 0 {
-		return nil // sent once a channel is up
+		return 0, nil // sent once a channel is up
 	}
-	entries, err := ob.Pending(ctx, scalerStream, 0, 256)
+	entries, err := ob.Pending(ctx, scalerStream, 0, sendBatch)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var lastErr error
 	for _, s := range sessions {
 		lastErr = w.sendEntries(ctx, ob, s, entries)
 		if lastErr == nil {
-			return nil
+			return len(entries), nil
 		}
 	}
-	return lastErr
+	return 0, lastErr
 }
 
 func (w *Worker) sendEntries(ctx context.Context, ob *outbox.Outbox, s *session, entries []outbox.Entry) error {

@@ -45,6 +45,11 @@ func newStreamID() string { return "a-" + uuid.NewString() }
 // TypeHeartbeat is the worker's heartbeat frame.
 const TypeHeartbeat = "peer.heartbeat"
 
+// TypeHeartbeatAck is the coordinator's answer to each heartbeat, a
+// notice with no body: it keeps the worker's side of a quiet channel from
+// timing out (the worker drops a channel silent for three heartbeats).
+const TypeHeartbeatAck = "peer.heartbeat.ack"
+
 // DefaultHeartbeat is how often a worker sends its heartbeat, and
 // MaxHeartbeat the longest interval allowed: coordinators drop a channel
 // silent for three of those.
