@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,4 +193,52 @@ jobs:
 	}
 	b.api(t, "POST", "/api/v1/runs/"+id+"/cancel", nil, nil, http.StatusOK)
 	t.Logf("outcome: %d scaler events of the edge job, each once; outbox entries applied %v, duplicates skipped %v", len(seen), applied, dups)
+}
+
+// TestWorkerScalerReloadOnSIGHUP: a worker re-reads its scaler
+// configuration on SIGHUP (it used to die of the signal); a job no scaler
+// covered waits, and runs once the reloaded worker offers a scaler for it.
+func TestWorkerScalerReloadOnSIGHUP(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	c := startOrchestrator(t, dbURL, "KICI_CLUSTER_ROLE=coordinator")
+	var created apiv1.JoinTokenCreated
+	c.api(t, "POST", "/api/v1/peers/join-tokens", apiv1.JoinTokenRequest{TTL: "1h"}, &created, http.StatusCreated)
+	metal := func(name, label string) string {
+		return fmt.Sprintf("  - name: %s\n    type: bare-metal\n    maxAgents: 1\n    labelSets:\n      - labels: [linux, %s]\n        binaryPath: %s\n", name, label, agentBin())
+	}
+	cfg := writeScalers(t, "version: 1\nscalers:\n"+metal("first", "first"))
+	w := startWorkerOn(t, nil, freeAddr(t), t.TempDir(), created.Token, []string{"KICI_SCALER_CONFIG_PATH=" + cfg}, "http://"+c.addr)
+	waitFor(t, 60*time.Second, "the worker to be ready", w.ready)
+	c.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {}}
+jobs:
+  late:
+    runs-on: [linux, late]
+    steps: [{run: echo late ran}]
+`})
+	id := c.push(t)
+	waitFor(t, 30*time.Second, "the job waiting with no scaler for it", func() bool {
+		var q apiv1.Queue
+		c.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
+		return len(q.Jobs) == 1 && strings.Contains(q.Jobs[0].WhyPending, "no scaler")
+	})
+	if err := os.WriteFile(cfg, []byte("version: 1\nscalers:\n"+metal("first", "first")+metal("late", "late")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	r := c.waitRun(t, id, 60*time.Second, "the run to end", ended)
+	if j := job(t, r, "late"); r.Status != "success" || !strings.HasPrefix(j.AgentID, "scaler-bare-metal-") {
+		t.Fatalf("run %s, job on %q (%s): want success on the reloaded scaler's agent", r.Status, j.AgentID, j.Error)
+	}
+	select {
+	case <-w.done:
+		t.Fatalf("the worker exited on SIGHUP:\n%s", w.output.String())
+	default:
+	}
+	if !strings.Contains(w.output.String(), "scaler config reloaded") {
+		t.Errorf("worker log lacks the reload:\n%s", w.output.String())
+	}
 }

@@ -853,6 +853,7 @@ func fullRegistry() *metrics.Registry {
 	r.WatchAgents(func() map[string]int { return map[string]int{"static": 1} })
 	r.WatchLogs(func() metrics.LogStats { return metrics.LogStats{BytesStored: 10, ChunksStored: 1} })
 	r.WatchClusterEvents(func() float64 { return 2 })
+	r.WatchClusterWorkers(metrics.ClusterWorkers{Connected: func() int { return 1 }, OutboxDepth: func() map[string]int { return map[string]int{"worker-1": 3} }})
 	r.QueueWait(time.Second)
 	r.TimeToStart(time.Second)
 	r.JobDuration("success", time.Second)

@@ -35,6 +35,10 @@ const routeAcceptTimeout = 15 * time.Second
 // spawn per job).
 const routeRefresh = 2 * time.Second
 
+// routeRetryAfter is how long a worker that did not accept a job in time
+// is not asked about it again.
+const routeRetryAfter = time.Minute
+
 // routeForget drops the routing of a job not asked about for this long:
 // it left the queue.
 const routeForget = 10 * time.Minute
@@ -64,8 +68,9 @@ type route struct {
 	answered time.Time // zero until the worker first answered
 	res      scaler.ScaleResult
 	inflight bool
-	// tried are the workers that did not accept the job in time.
-	tried map[string]bool
+	// tried are the workers that did not accept the job in time, and
+	// when: each is skipped for routeRetryAfter.
+	tried map[string]time.Time
 }
 
 func newClusterScaler(local *scaler.Manager, hub *coordinator.Hub, disp *dispatch.Dispatcher, log *slog.Logger, counters metrics.ClusterCounters) *clusterScaler {
@@ -87,7 +92,12 @@ func (cs *clusterScaler) RequestScale(ctx context.Context, req scaler.ScaleReque
 	defer cs.mu.Unlock()
 	cs.pruneLocked(now)
 	r := cs.routed[req.JobID]
-	tried := map[string]bool{}
+	tried := map[string]time.Time{}
+	if r != nil && r.node == "" {
+		// Taken back before with nowhere else to go: route it afresh,
+		// skipping the workers that failed it lately.
+		tried, r = r.tried, nil
+	}
 	if r != nil {
 		tried = r.tried
 		_, up := beats[r.node]
@@ -99,7 +109,7 @@ func (cs *clusterScaler) RequestScale(ctx context.Context, req scaler.ScaleReque
 		case r.answered.IsZero() && now.Sub(r.asked) > routeAcceptTimeout:
 			cs.log.Warn("worker did not accept a routed job in time; taking it back", "job_id", req.JobID, "node_id", r.node, "timeout", routeAcceptTimeout)
 			cs.counters.Reroutes.WithLabelValues("taken-back").Inc()
-			tried[r.node] = true
+			tried[r.node] = now
 			r = nil
 		case r.answered.IsZero():
 			return scaler.ScaleResult{Action: scaler.ActionSkipped, Scaler: "@" + r.node, RetryAfter: time.Second,
@@ -114,8 +124,19 @@ func (cs *clusterScaler) RequestScale(ctx context.Context, req scaler.ScaleReque
 			return r.res
 		}
 	}
-	node := pickWorker(beats, req, tried)
+	skip := map[string]bool{}
+	for id, at := range tried {
+		if now.Sub(at) < routeRetryAfter {
+			skip[id] = true
+		} else {
+			delete(tried, id)
+		}
+	}
+	node := pickWorker(beats, req, skip)
 	if node == "" {
+		// Remember what was tried (the entry is pruned with the others),
+		// so that a take-back is counted once.
+		cs.routed[req.JobID] = &route{asked: now, tried: tried}
 		if cs.local != nil {
 			return localRes
 		}
@@ -157,9 +178,11 @@ func pickWorker(beats map[string]worker.Heartbeat, req scaler.ScaleRequest, skip
 
 // betterLocked reports whether a worker other than node covers the job
 // with free capacity.
-func (cs *clusterScaler) betterLocked(beats map[string]worker.Heartbeat, req scaler.ScaleRequest, node string, tried map[string]bool) bool {
-	skip := copySet(tried)
-	skip[node] = true
+func (cs *clusterScaler) betterLocked(beats map[string]worker.Heartbeat, req scaler.ScaleRequest, node string, tried map[string]time.Time) bool {
+	skip := map[string]bool{node: true}
+	for id := range tried {
+		skip[id] = true
+	}
 	id := pickWorker(beats, req, skip)
 	if id == "" {
 		return false
@@ -181,14 +204,6 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-func copySet(m map[string]bool) map[string]bool {
-	out := make(map[string]bool, len(m)+1)
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // askLocked sends the job's spawn request to its worker in the
@@ -327,13 +342,30 @@ type scalerReports struct {
 	counters metrics.ClusterCounters
 }
 
-// maxDetail bounds the text a worker's scaler event may carry.
-const maxDetail = 8 << 10
+// maxDetail bounds the text a worker's scaler event may carry, and
+// maxPayload an entry's payload.
+const (
+	maxDetail  = 8 << 10
+	maxPayload = 64 << 10
+)
+
+// skip applies a malformed entry as nothing: refusing it would make the
+// worker send it again forever and hold up every entry after it.
+func (r scalerReports) skip(ctx context.Context, nodeID string, e worker.OutboxEntry, why string) (worker.OutboxAck, error) {
+	r.s.log.Warn("worker's outbox entry skipped", "node_id", nodeID, "seq", e.Seq, "kind", truncate(e.Kind, 64), "why", why, "bytes", len(e.Payload))
+	_, applied, err := r.s.db.ApplyRelayed(ctx, e.OutboxID, e.Stream, nodeID, e.Seq, e.Prev, func(*store.Tx) error { return nil })
+	if err != nil {
+		r.counters.OutboxEntries.WithLabelValues("error").Inc()
+		return worker.OutboxAck{}, err
+	}
+	r.counters.OutboxEntries.WithLabelValues("error").Inc()
+	return worker.OutboxAck{Applied: applied, Verdict: "skipped"}, nil
+}
 
 func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.OutboxEntry) (worker.OutboxAck, error) {
-	if len(e.OutboxID) == 0 || len(e.OutboxID) > 64 || len(e.Stream) == 0 || len(e.Stream) > 64 || len(e.Payload) > 64<<10 {
+	if len(e.OutboxID) == 0 || len(e.OutboxID) > 64 || len(e.Stream) == 0 || len(e.Stream) > 64 {
 		r.counters.OutboxEntries.WithLabelValues("error").Inc()
-		return worker.OutboxAck{}, errors.New("outbox entry: an outbox id and a stream of 1 to 64 bytes and a payload of at most 64 KiB are needed")
+		return worker.OutboxAck{}, errors.New("outbox entry: an outbox id and a stream of 1 to 64 bytes are needed")
 	}
 	hb, ok := r.s.hub.Heartbeats()[nodeID]
 	if !ok {
@@ -357,9 +389,8 @@ func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.
 	switch e.Kind {
 	case worker.KindScalerEvent:
 		var b worker.ScalerEventBody
-		if err := json.Unmarshal(e.Payload, &b); err != nil || b.JobID == "" || b.Event.Type == "" {
-			r.counters.OutboxEntries.WithLabelValues("error").Inc()
-			return worker.OutboxAck{}, fmt.Errorf("outbox entry %d: malformed scaler event", e.Seq)
+		if len(e.Payload) > maxPayload || json.Unmarshal(e.Payload, &b) != nil || b.JobID == "" || b.Event.Type == "" || len(b.Event.Type) > 64 {
+			return r.skip(ctx, nodeID, e, "malformed scaler event")
 		}
 		b.Event.Detail = truncate(b.Event.Detail, maxDetail)
 		apply = func(tx *store.Tx) error {
@@ -382,9 +413,8 @@ func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.
 		}
 	case worker.KindProvisioningFailed:
 		var b worker.ProvisioningFailedBody
-		if err := json.Unmarshal(e.Payload, &b); err != nil || b.JobID == "" {
-			r.counters.OutboxEntries.WithLabelValues("error").Inc()
-			return worker.OutboxAck{}, fmt.Errorf("outbox entry %d: malformed provisioning error", e.Seq)
+		if len(e.Payload) > maxPayload || json.Unmarshal(e.Payload, &b) != nil || b.JobID == "" {
+			return r.skip(ctx, nodeID, e, "malformed provisioning error")
 		}
 		apply = func(tx *store.Tx) error {
 			job, err := tx.GetJob(ctx, b.JobID)
@@ -407,9 +437,8 @@ func (r scalerReports) ApplyOutbox(ctx context.Context, nodeID string, e worker.
 	case worker.KindSpawnFailed:
 		var b worker.SpawnFailedBody
 		// The backend is a metric label: only the types a worker runs.
-		if err := json.Unmarshal(e.Payload, &b); err != nil || (b.Backend != config.TypeBareMetal && b.Backend != config.TypeContainer) {
-			r.counters.OutboxEntries.WithLabelValues("error").Inc()
-			return worker.OutboxAck{}, fmt.Errorf("outbox entry %d: malformed spawn failure", e.Seq)
+		if json.Unmarshal(e.Payload, &b) != nil || (b.Backend != config.TypeBareMetal && b.Backend != config.TypeContainer) {
+			return r.skip(ctx, nodeID, e, "malformed spawn failure")
 		}
 		apply = func(*store.Tx) error { return nil }
 		after = func() { r.s.metrics.ScalerSpawnFailures.WithLabelValues(b.Backend, fmt.Sprint(b.Bound)).Inc() }

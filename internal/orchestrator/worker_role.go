@@ -91,6 +91,7 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 	wg.Go(func() { errc <- w.Run(ctx) })
 	if scalers != nil {
 		wg.Go(func() { _ = scalers.manager.Run(ctx) })
+		wg.Go(func() { scalers.reloadOnSIGHUP(ctx) })
 	}
 	logger.Info("worker listening", "addr", ln.Addr().String(), "coordinators", cfg.CoordinatorURLs)
 	var first error

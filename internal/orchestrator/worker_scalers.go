@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
 	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
 
 	"github.com/kici-dev/kici/internal/cluster/outbox"
 	"github.com/kici-dev/kici/internal/cluster/worker"
@@ -20,8 +25,16 @@ import (
 // the coordinators through the worker's outbox, and the agents dial the
 // worker, which relays them to a coordinator.
 type workerScalers struct {
-	manager *scaler.Manager
-	outbox  *outbox.Outbox
+	manager  *scaler.Manager
+	outbox   *outbox.Outbox
+	log      *slog.Logger
+	cfg      Config
+	agentURL string
+	instance string
+	key      []byte
+
+	mu   sync.Mutex // serialises reloads
+	file *config.File
 }
 
 // startWorkerScalers loads cfg.ScalerConfigPath and starts its scalers for
@@ -60,18 +73,8 @@ func startWorkerScalers(ctx context.Context, logger *slog.Logger, cfg Config, w 
 		}
 		backends[c.Name] = b
 	}
-	mcfg := file.ManagerConfig()
-	mcfg.TokenKey = key
-	mcfg.State = scaler.NewFileState(filepath.Join(cfg.DataDir, "scaler-spawns.json"))
-	mcfg.Trackers = worker.Trackers
-	mcfg.DeferBase, mcfg.DeferMax = cfg.ScalerDeferBase, cfg.ScalerDeferMax
-	agentURL := workerAgentURL(cfg, ln)
-	for i := range mcfg.Scalers {
-		if mcfg.Scalers[i].OrchestratorURL == "" {
-			mcfg.Scalers[i].OrchestratorURL = agentURL
-		}
-	}
-	m, err := scaler.New(logger.With("component", "scaler"), mcfg, backends, w.Sink())
+	ws := &workerScalers{outbox: ob, log: logger, cfg: cfg, agentURL: workerAgentURL(cfg, ln), instance: instance, key: key, file: file}
+	m, err := scaler.New(logger.With("component", "scaler"), ws.managerConfig(file), backends, w.Sink())
 	if err != nil {
 		return fail(err)
 	}
@@ -92,8 +95,82 @@ func startWorkerScalers(ctx context.Context, logger *slog.Logger, cfg Config, w 
 		}
 	}
 	w.SetScalers(m, ob)
-	logger.Info("worker auto-scaler started", "scalers", len(file.Scalers), "adopted", len(adopted), "agents_dial", agentURL)
-	return &workerScalers{manager: m, outbox: ob}, nil
+	logger.Info("worker auto-scaler started", "scalers", len(file.Scalers), "adopted", len(adopted), "agents_dial", ws.agentURL)
+	ws.manager = m
+	return ws, nil
+}
+
+// managerConfig is the manager's configuration for file on this worker.
+func (ws *workerScalers) managerConfig(file *config.File) scaler.Config {
+	mcfg := file.ManagerConfig()
+	mcfg.TokenKey = ws.key
+	mcfg.State = scaler.NewFileState(filepath.Join(ws.cfg.DataDir, "scaler-spawns.json"))
+	mcfg.Trackers = worker.Trackers
+	mcfg.DeferBase, mcfg.DeferMax = ws.cfg.ScalerDeferBase, ws.cfg.ScalerDeferMax
+	for i := range mcfg.Scalers {
+		if mcfg.Scalers[i].OrchestratorURL == "" {
+			mcfg.Scalers[i].OrchestratorURL = ws.agentURL
+		}
+	}
+	return mcfg
+}
+
+// reload re-reads the scaler configuration and applies it all or nothing,
+// as an orchestrator's reload does; the coordinators see the new scalers
+// in the next heartbeat.
+func (ws *workerScalers) reload(ctx context.Context) (scaler.ReloadResult, error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	file, err := config.Load(ws.cfg.ScalerConfigPath)
+	if err != nil {
+		return scaler.ReloadResult{}, fmt.Errorf("load %s: %w", ws.cfg.ScalerConfigPath, err)
+	}
+	for _, c := range file.Scalers {
+		if c.Type == config.TypeFirecracker {
+			return scaler.ReloadResult{}, fmt.Errorf("scaler %q: firecracker scalers do not run on a worker", c.Name)
+		}
+	}
+	plan := config.Plan(ws.file, file)
+	if err := plan.Err(); err != nil {
+		return scaler.ReloadResult{}, err
+	}
+	built := map[string]scaler.Backend{}
+	for _, c := range file.Scalers {
+		if slices.Contains(plan.Added, c.Name) && !ws.manager.Running(c.Name) {
+			b, err := buildHostBackend(ctx, ws.log, ws.cfg.DataDir, ws.instance, c)
+			if err != nil {
+				closeAll(built)
+				return scaler.ReloadResult{}, err
+			}
+			built[c.Name] = b
+		}
+	}
+	res, err := ws.manager.Reload(ws.managerConfig(file), built)
+	if err != nil {
+		closeAll(built)
+		return scaler.ReloadResult{}, err
+	}
+	ws.file = file
+	return res, nil
+}
+
+// reloadOnSIGHUP reloads the scaler configuration on every SIGHUP.
+func (ws *workerScalers) reloadOnSIGHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if res, err := ws.reload(ctx); err != nil {
+				ws.log.Warn("scaler reload failed; keeping the running config", "error", err)
+			} else {
+				ws.log.Info("scaler config reloaded", "added", res.Added, "updated", res.Updated, "retired", res.Retired)
+			}
+		}
+	}
 }
 
 // workerAgentURL is where a worker's scaler agents dial: the public URL
