@@ -214,6 +214,7 @@ func (s *Server) routes() []route {
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
 		{"GET /api/v1/peers", adminToken, auth.ScalerRead, "peer.list", s.listPeers},
 		{"DELETE /api/v1/peers/{id}", adminToken, auth.PeerManage, "peer.forget", s.forgetPeer},
+		{"POST /api/v1/peers/{id}/revoke", adminToken, auth.PeerManage, "peer.revoke", s.revokePeer},
 		{"POST /api/v1/peers/join-tokens", adminToken, auth.PeerManage, "join_token.create", s.createJoinToken},
 		{"GET /api/v1/peers/join-tokens", adminToken, auth.PeerManage, "join_token.list", s.listJoinTokens},
 		{"GET /api/v1/cluster/ca", public, "", "", s.clusterCA}, // public: the CA certificate is not secret

@@ -57,3 +57,31 @@ func (s *Server) forgetPeer(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
+
+// revokePeer answers POST /api/v1/peers/{id}/revoke: worker id's
+// certificate is refused by every coordinator from now on (at once where
+// it connects or renews, within a heartbeat where it is connected), and
+// it leaves the peer list. 409 on a standalone orchestrator and for an id
+// that is an orchestrator's. Revoking again is not an error.
+func (s *Server) revokePeer(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	audited(r, "peer:"+id, "")
+	if s.cfg.Peer == nil {
+		writeError(w, http.StatusConflict, "only a cluster coordinator has workers to revoke")
+		return
+	}
+	if err := validNodeID(id); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	p := principal(r)
+	err := s.db.RevokeNode(r.Context(), id, p.Type+":"+p.ID)
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		writeError(w, http.StatusConflict, fmt.Sprintf("peer %q is an orchestrator, not a worker: stop it instead", id))
+	case err != nil:
+		s.storeError(w, fmt.Sprintf("revoke peer %q", id), err)
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "revoked": true})
+	}
+}

@@ -156,6 +156,8 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			"GET /api/v1/peers":     static("/api/v1/peers", "", http.StatusOK),
 			// A peer no one knows: the guard let the caller through to 404.
 			"DELETE /api/v1/peers/{id}": static("/api/v1/peers/no-such-peer", "", http.StatusNotFound),
+			// Standalone: no workers to revoke (the handler's 409).
+			"POST /api/v1/peers/{id}/revoke": static("/api/v1/peers/some-worker/revoke", "", http.StatusConflict),
 			// The walk runs standalone orchestrators, which are not
 			// coordinators: the join routes' own 409 (404 for the public CA)
 			// shows the guard let the caller through. cluster_test.go walks

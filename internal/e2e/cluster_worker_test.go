@@ -248,3 +248,47 @@ func TestAgentBehindWorkerFinishesItsJobWhenItsCoordinatorDies(t *testing.T) {
 		t.Error("the worker did not log its coordinator connections")
 	}
 }
+
+// TestRevokedWorkerIsCutOff: a worker revoked on one coordinator loses
+// its channel to every coordinator within a heartbeat or so, cannot come
+// back with its credential (its restarts are refused), and leaves the
+// peer list; a coordinator's id cannot be revoked.
+func TestRevokedWorkerIsCutOff(t *testing.T) {
+	t.Parallel()
+	dbURL := testsvc.PostgresURL(t)
+	cluster := []string{"KICI_CLUSTER_ROLE=coordinator"}
+	a := startOrchestrator(t, dbURL, cluster...)
+	b := startOrchestrator(t, dbURL, cluster...)
+	var created apiv1.JoinTokenCreated
+	a.api(t, "POST", "/api/v1/peers/join-tokens", apiv1.JoinTokenRequest{TTL: "1h"}, &created, http.StatusCreated)
+	dataDir := t.TempDir()
+	w := startWorker(t, dataDir, created.Token, "http://"+a.addr, "http://"+b.addr)
+	waitFor(t, 60*time.Second, "the worker to be ready", w.ready)
+	var node string
+	waitFor(t, 30*time.Second, "the worker listed", func() bool {
+		ws := b.workers(t)
+		if len(ws) == 1 {
+			node = ws[0].ID
+		}
+		return len(ws) == 1
+	})
+	a.api(t, "POST", "/api/v1/peers/"+node+"/revoke", nil, nil, http.StatusOK)
+	waitFor(t, 30*time.Second, "the revoked worker cut off from both coordinators", func() bool { return !w.ready() })
+	w.stop(t)
+	again := startWorker(t, dataDir, "", "http://"+a.addr, "http://"+b.addr)
+	waitFor(t, 30*time.Second, "the restarted worker refused", func() bool {
+		return strings.Contains(again.output.String(), "coordinator channel ended") || strings.Contains(again.output.String(), "not reachable")
+	})
+	if again.ready() {
+		t.Fatal("a revoked worker came back with its credential")
+	}
+	for _, o := range []*orchestrator{a, b} {
+		if ws := o.workers(t); len(ws) != 0 {
+			t.Errorf("peers of %s after the revoke: %+v, want no worker", o.addr, ws)
+		}
+	}
+	a.api(t, "POST", "/api/v1/peers/"+node+"/revoke", nil, nil, http.StatusOK)
+	var pl apiv1.PeerList
+	a.api(t, "GET", "/api/v1/peers", nil, &pl, http.StatusOK)
+	a.api(t, "POST", "/api/v1/peers/"+pl.Self+"/revoke", nil, nil, http.StatusConflict)
+}

@@ -315,3 +315,47 @@ func (db *DB) TouchWorker(ctx context.Context, id, addr, hostname string, ttl ti
 	}
 	return nil
 }
+
+// RevokeNode revokes worker id: every coordinator refuses its certificate
+// from now on (NodeRevoked), and its row leaves the instance table. by
+// names who revoked it, for the record. Revoking again changes nothing.
+// An id that belongs to a live orchestrator is refused (ErrConflict).
+func (db *DB) RevokeNode(ctx context.Context, id, by string) error {
+	if id == "" {
+		return errors.New("revoke node: the id is empty")
+	}
+	err := db.Tx(ctx, func(tx *Tx) error {
+		var role string
+		err := tx.w.QueryRowContext(ctx, tx.d.rebind("SELECT role FROM orchestrator_instances WHERE id = ?"), id).Scan(&role)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return classify(err)
+		case role != InstanceWorker:
+			return fmt.Errorf("%q is a %s, not a worker: %w", id, role, ErrConflict)
+		}
+		if _, err := tx.exec(ctx, "INSERT INTO cluster_revoked_nodes (node_id, revoked_at, revoked_by) VALUES (?, ?, ?) ON CONFLICT (node_id) DO NOTHING",
+			id, timeArg(normTime(tx.clock.Now())), by); err != nil {
+			return classify(err)
+		}
+		_, err = tx.exec(ctx, "DELETE FROM orchestrator_instances WHERE id = ? AND role = '"+InstanceWorker+"'", id)
+		return classify(err)
+	})
+	if err != nil {
+		return fmt.Errorf("revoke node %q: %w", id, err)
+	}
+	return nil
+}
+
+// NodeRevoked reports whether worker id was revoked.
+func (db *DB) NodeRevoked(ctx context.Context, id string) (bool, error) {
+	var one int
+	err := db.r.QueryRowContext(ctx, db.d.rebind("SELECT 1 FROM cluster_revoked_nodes WHERE node_id = ?"), id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("is node %q revoked: %w", id, classify(err))
+	}
+	return true, nil
+}

@@ -96,3 +96,45 @@ func TestForgetWorkerWhoseAgentsHoldJobs(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokeNode: a revoked worker is known as revoked and leaves the
+// instance table; revoking again changes nothing; an orchestrator's id
+// cannot be revoked as a worker's.
+func TestRevokeNode(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		if _, err := db.RegisterInstance(ctx, Instance{ID: "coord-r", Role: InstanceCoordinator}, time.Minute, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.TouchWorker(ctx, "worker-r", "10.0.0.1:1", "edge", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := db.NodeRevoked(ctx, "worker-r"); err != nil || ok {
+			t.Fatalf("before: revoked (%t, %v), want false", ok, err)
+		}
+		for range 2 {
+			if err := db.RevokeNode(ctx, "worker-r", "token:ops"); err != nil {
+				t.Fatalf("revoke: %v", err)
+			}
+		}
+		if ok, err := db.NodeRevoked(ctx, "worker-r"); err != nil || !ok {
+			t.Fatalf("after: revoked (%t, %v), want true", ok, err)
+		}
+		list, err := db.ListInstances(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range list {
+			if i.ID == "worker-r" {
+				t.Errorf("revoked worker still listed: %+v", i)
+			}
+		}
+		if err := db.RevokeNode(ctx, "coord-r", "token:ops"); !errors.Is(err, ErrConflict) {
+			t.Errorf("revoke a coordinator: got %v, want ErrConflict", err)
+		}
+		if ok, _ := db.NodeRevoked(ctx, "coord-r"); ok {
+			t.Error("the coordinator was recorded as revoked")
+		}
+	})
+}

@@ -73,6 +73,31 @@ type ScalerAgentsRecorder interface {
 	RecordWorkerScalerAgents(ctx context.Context, id string, agents []string) error
 }
 
+// Revocations says which workers an operator revoked (a *store.DB).
+type Revocations interface {
+	NodeRevoked(ctx context.Context, id string) (bool, error)
+}
+
+// revoked reports whether worker id was revoked, checked at its connect,
+// at each heartbeat and at each renewal when Workers keeps revocations. A
+// failed check lets the worker on (and is logged): a database hiccup
+// must not cut every worker off; the next heartbeat checks again.
+func (h *Hub) revoked(ctx context.Context, id string) bool {
+	rv, ok := h.cfg.Workers.(Revocations)
+	if !ok {
+		return false
+	}
+	yes, err := rv.NodeRevoked(ctx, id)
+	if err != nil {
+		h.log.Warn("check whether a worker is revoked", "node_id", id, "error", err)
+		return false
+	}
+	if yes {
+		h.log.Warn("revoked worker refused", "node_id", id)
+	}
+	return yes
+}
+
 // Config configures a Hub.
 type Config struct {
 	// SelfID is this coordinator's instance id.
@@ -207,6 +232,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveJoin(r, c)
 		return
 	}
+	if h.revoked(r.Context(), id) {
+		_ = c.Close()
+		return
+	}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -236,6 +265,10 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				h.log.Warn("malformed heartbeat", "node_id", id, "error", err)
 				return
 			}
+			if h.revoked(ctx, id) {
+				_ = c.Close() // revoked while connected
+				return
+			}
 			changed := h.recordBeat(id, c, hb)
 			_ = c.Send(ctx, worker.TypeHeartbeatAck, struct{}{})
 			if err := h.cfg.Workers.TouchWorker(ctx, id, r.RemoteAddr, truncate(hb.Hostname, 255), ttl(hb.IntervalMS, len(h.Connected()))); err != nil {
@@ -248,6 +281,11 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		case worker.TypeRenew:
+			if h.revoked(ctx, id) {
+				_ = c.Reply(ctx, f, nil, errors.New("this worker was revoked"))
+				_ = c.Close()
+				return
+			}
 			cert, err := h.renew(ca, id, f)
 			if err != nil {
 				h.log.Warn("certificate renewal refused", "node_id", id, "error", err)
