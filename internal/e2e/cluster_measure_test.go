@@ -3,6 +3,7 @@ package e2e
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"testing"
@@ -45,20 +46,23 @@ jobs:
 `})
 	startAgent(t, c, "", "direct-agent", []string{"direct"})
 	startAgent(t, c, "ws://"+w.addr+"/ws", "relayed-agent", []string{"relayed"})
-	var direct, relayed []time.Duration
+	measureStarts(t, c, 30*time.Second, map[string]string{"direct": "direct agent", "relayed": "agent behind a worker"})
+}
+
+// measureStarts pushes 30 runs on c, one at a time, and logs p50 and p90
+// of each job's time from its run's creation to its "running" report,
+// under the name names gives its job.
+func measureStarts(t *testing.T, c *orchestrator, timeout time.Duration, names map[string]string) {
+	t.Helper()
+	starts := map[string][]time.Duration{}
 	for range 30 {
 		id := c.push(t)
-		r := c.waitRun(t, id, 30*time.Second, "the run to end", ended)
+		r := c.waitRun(t, id, timeout, "the run to end", ended)
 		if r.Status != "success" {
 			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
 		}
 		for _, j := range r.Jobs {
-			d := j.StartedAt.Sub(r.CreatedAt)
-			if j.Name == "direct" {
-				direct = append(direct, d)
-			} else {
-				relayed = append(relayed, d)
-			}
+			starts[j.Name] = append(starts[j.Name], j.StartedAt.Sub(r.CreatedAt))
 		}
 	}
 	q := func(ds []time.Duration, p float64) time.Duration {
@@ -66,12 +70,13 @@ jobs:
 		slices.Sort(s)
 		return s[int(p*float64(len(s)-1))]
 	}
-	for _, m := range []struct {
-		name string
-		ds   []time.Duration
-	}{{"direct agent", direct}, {"agent behind a worker", relayed}} {
-		t.Logf("%s: run created → job running p50 %s, p90 %s (%d runs)", m.name,
-			q(m.ds, 0.5).Round(100*time.Microsecond), q(m.ds, 0.9).Round(100*time.Microsecond), len(m.ds))
+	for _, job := range slices.Sorted(maps.Keys(names)) {
+		ds := starts[job]
+		if len(ds) == 0 {
+			t.Fatalf("no run had a job %q", job)
+		}
+		t.Logf("%s: run created → job running p50 %s, p90 %s (%d runs)", names[job],
+			q(ds, 0.5).Round(100*time.Microsecond), q(ds, 0.9).Round(100*time.Microsecond), len(ds))
 	}
 }
 
@@ -134,32 +139,5 @@ jobs:
     steps:
       - run: "true"
 `})
-	var here, routed []time.Duration
-	for range 30 {
-		id := c.push(t)
-		r := c.waitRun(t, id, 60*time.Second, "the run to end", ended)
-		if r.Status != "success" {
-			t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
-		}
-		for _, j := range r.Jobs {
-			d := j.StartedAt.Sub(r.CreatedAt)
-			if j.Name == "local" {
-				here = append(here, d)
-			} else {
-				routed = append(routed, d)
-			}
-		}
-	}
-	q := func(ds []time.Duration, p float64) time.Duration {
-		s := slices.Clone(ds)
-		slices.Sort(s)
-		return s[int(p*float64(len(s)-1))]
-	}
-	for _, m := range []struct {
-		name string
-		ds   []time.Duration
-	}{{"coordinator's own scaler", here}, {"routed to a worker's scaler", routed}} {
-		t.Logf("%s: run created → job running p50 %s, p90 %s (%d runs)", m.name,
-			q(m.ds, 0.5).Round(100*time.Microsecond), q(m.ds, 0.9).Round(100*time.Microsecond), len(m.ds))
-	}
+	measureStarts(t, c, 60*time.Second, map[string]string{"local": "coordinator's own scaler", "routed": "routed to a worker's scaler"})
 }

@@ -259,6 +259,11 @@ func (sc *scalers) reload(ctx context.Context) (scaler.ReloadResult, error) {
 
 // reloadOnSIGHUP reloads the scaler configuration on every SIGHUP.
 func (sc *scalers) reloadOnSIGHUP(ctx context.Context) {
+	onSIGHUP(ctx, func() { _, _ = sc.Reload(ctx) }) // logged and counted by Reload
+}
+
+// onSIGHUP calls fn on every SIGHUP until ctx ends.
+func onSIGHUP(ctx context.Context, fn func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -267,7 +272,7 @@ func (sc *scalers) reloadOnSIGHUP(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-hup:
-			_, _ = sc.Reload(ctx) // logged and counted by Reload
+			fn()
 		}
 	}
 }

@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 
 	"github.com/kici-dev/kici/internal/cluster/outbox"
 	"github.com/kici-dev/kici/internal/cluster/worker"
@@ -156,21 +153,13 @@ func (ws *workerScalers) reload(ctx context.Context) (scaler.ReloadResult, error
 
 // reloadOnSIGHUP reloads the scaler configuration on every SIGHUP.
 func (ws *workerScalers) reloadOnSIGHUP(ctx context.Context) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			if res, err := ws.reload(ctx); err != nil {
-				ws.log.Warn("scaler reload failed; keeping the running config", "error", err)
-			} else {
-				ws.log.Info("scaler config reloaded", "added", res.Added, "updated", res.Updated, "retired", res.Retired)
-			}
+	onSIGHUP(ctx, func() {
+		if res, err := ws.reload(ctx); err != nil {
+			ws.log.Warn("scaler reload failed; keeping the running config", "error", err)
+		} else {
+			ws.log.Info("scaler config reloaded", "added", res.Added, "updated", res.Updated, "retired", res.Retired)
 		}
-	}
+	})
 }
 
 // workerAgentURL is where a worker's scaler agents dial: the public URL
