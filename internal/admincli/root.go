@@ -193,10 +193,10 @@ success), 2 on a bad command line.`,
 			newScalerStatusCmd(a), newScalerReloadCmd(a), newScalerRetryCmd(a),
 			group("orphans", []string{"orphan"}, "List the scalers' live compute and stop what nothing tracks",
 				newScalerOrphansListCmd(a), newScalerOrphansStopCmd(a))),
-		group("peers", []string{"peer"}, "Show the orchestrators of a cluster and which one leads; forget departed ones; let workers join",
+		group("peers", []string{"peer"}, "Show the nodes of a cluster and which one leads; forget departed ones, revoke workers; let workers join",
 			newPeersListCmd(a), newPeersForgetCmd(a), newPeersRevokeCmd(a),
-			group("join-token", []string{"join-tokens"}, "Create and list the single-use tokens workers join the cluster with",
-				newPeersJoinTokenCreateCmd(a), newPeersJoinTokenListCmd(a))),
+			group("join-token", []string{"join-tokens"}, "Create, list and revoke the single-use tokens workers join the cluster with",
+				newPeersJoinTokenCreateCmd(a), newPeersJoinTokenListCmd(a), newPeersJoinTokenRevokeCmd(a))),
 		newDiagnoseCmd(a),
 	)
 	return root

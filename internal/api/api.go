@@ -217,6 +217,7 @@ func (s *Server) routes() []route {
 		{"POST /api/v1/peers/{id}/revoke", adminToken, auth.PeerManage, "peer.revoke", s.revokePeer},
 		{"POST /api/v1/peers/join-tokens", adminToken, auth.PeerManage, "join_token.create", s.createJoinToken},
 		{"GET /api/v1/peers/join-tokens", adminToken, auth.PeerManage, "join_token.list", s.listJoinTokens},
+		{"DELETE /api/v1/peers/join-tokens/{id}", adminToken, auth.PeerManage, "join_token.revoke", s.revokeJoinToken},
 		{"GET /api/v1/cluster/ca", public, "", "", s.clusterCA}, // public: the CA certificate is not secret
 		{"POST /api/v1/cluster/join", joinToken, "", "cluster.join", s.clusterJoin},
 		{"POST /api/v1/agents/{id}/drain", adminToken, auth.ScalerManage, "agent.drain", s.drainAgent},

@@ -173,3 +173,25 @@ func auditActor(r *http.Request, actorType, actorID string) {
 		e.ActorType, e.ActorID = actorType, actorID
 	}
 }
+
+// revokeJoinToken answers DELETE /api/v1/peers/join-tokens/{id}: 204 once
+// the token can no longer be used (revoking it again too), 404 for an
+// unknown one. A token already used stays used: the worker that joined
+// with it keeps its certificate (revoke the worker for that).
+func (s *Server) revokeJoinToken(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	audited(r, "join_token:"+store.BoundText(id, 64), "")
+	if s.cfg.Join == nil {
+		writeError(w, http.StatusConflict, msgNotCoordinator)
+		return
+	}
+	err := s.cfg.Join.RevokeToken(r.Context(), id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, fmt.Sprintf("join token %q is not known (see kici-admin peers join-token list)", id))
+	case err != nil:
+		s.storeError(w, "revoke join token", err)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}

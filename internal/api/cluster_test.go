@@ -258,3 +258,34 @@ func TestClusterJoinWrongCANeverSendsTheSecret(t *testing.T) {
 		t.Errorf("joins through the proxy: got %d, want 1", joins.Load())
 	}
 }
+
+// TestRevokeJoinToken: a revoked token cannot be used to join (403), is
+// listed revoked, revoking it again is 204 and an unknown one 404.
+func TestRevokeJoinToken(t *testing.T) {
+	t.Parallel()
+	h := startCoordinator(t)
+	var created apiv1.JoinTokenCreated
+	h.mustAdmin(t, http.MethodPost, "/api/v1/peers/join-tokens", apiv1.JoinTokenRequest{TTL: "1h"}, http.StatusCreated, &created)
+	for range 2 {
+		if resp := h.admin(t, http.MethodDelete, "/api/v1/peers/join-tokens/"+created.ID, nil); resp.status != http.StatusNoContent {
+			t.Fatalf("revoke: got %d %s, want 204", resp.status, resp.body)
+		}
+	}
+	if resp := h.admin(t, http.MethodDelete, "/api/v1/peers/join-tokens/no-such-token", nil); resp.status != http.StatusNotFound {
+		t.Errorf("revoke an unknown token: got %d %s, want 404", resp.status, resp.body)
+	}
+	tok, err := pki.ParseJoinToken(created.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = join.JoinCluster(t.Context(), h.client, h.base, tok, "worker-r")
+	var refused *join.RefusedError
+	if !errors.As(err, &refused) || refused.Status != http.StatusForbidden {
+		t.Fatalf("join with a revoked token: got %v, want a 403 refusal", err)
+	}
+	var list apiv1.JoinTokenList
+	h.mustAdmin(t, http.MethodGet, "/api/v1/peers/join-tokens", nil, http.StatusOK, &list)
+	if len(list.Tokens) != 1 || list.Tokens[0].State != apiv1.JoinTokenRevoked || list.Tokens[0].RevokedAt == nil {
+		t.Errorf("tokens after the revoke: %+v, want one revoked", list.Tokens)
+	}
+}

@@ -162,9 +162,10 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			// coordinators: the join routes' own 409 (404 for the public CA)
 			// shows the guard let the caller through. cluster_test.go walks
 			// them on a coordinator.
-			"POST /api/v1/peers/join-tokens": static("/api/v1/peers/join-tokens", `{"ttl": "1h"}`, http.StatusConflict),
-			"GET /api/v1/peers/join-tokens":  static("/api/v1/peers/join-tokens", "", http.StatusConflict),
-			"GET /api/v1/cluster/ca":         static("/api/v1/cluster/ca", "", http.StatusNotFound),
+			"POST /api/v1/peers/join-tokens":        static("/api/v1/peers/join-tokens", `{"ttl": "1h"}`, http.StatusConflict),
+			"GET /api/v1/peers/join-tokens":         static("/api/v1/peers/join-tokens", "", http.StatusConflict),
+			"DELETE /api/v1/peers/join-tokens/{id}": static("/api/v1/peers/join-tokens/no-such-token", "", http.StatusConflict),
+			"GET /api/v1/cluster/ca":                static("/api/v1/cluster/ca", "", http.StatusNotFound),
 			"POST /api/v1/cluster/join": static("/api/v1/cluster/join",
 				`{"token_id": "aaaaaaaaaaaa", "secret": "00", "node_id": "walker", "csr_pem": "x"}`, http.StatusConflict),
 			"POST /api/v1/agents/{id}/drain": func(t *testing.T) (string, string, int) {
