@@ -156,7 +156,7 @@ jobs:
 	r := b.waitRun(t, id, 60*time.Second, "the edge job to end", func(r apiv1.Run) bool {
 		for _, j := range r.Jobs {
 			if j.Name == "edge" {
-				return j.Status != "queued" && j.Status != "running"
+				return j.FinishedAt != nil
 			}
 		}
 		return false
