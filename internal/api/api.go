@@ -264,6 +264,14 @@ func Routes() []RouteInfo {
 	return out
 }
 
+// Mount serves h on patterns beside the API's routes: the dashboard's
+// pages. Call it before serving.
+func (s *Server) Mount(patterns []string, h http.Handler) {
+	for _, p := range patterns {
+		s.mux.Handle(p, h)
+	}
+}
+
 // ServeHTTP serves every route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)

@@ -54,7 +54,7 @@ func (s *Server) guard(rt route) http.Handler {
 		entry := &store.AuditEntry{ActorType: auth.ActorAnonymous, Action: rt.action, Target: store.BoundText(r.URL.Path, maxAuditTarget), ClientAddr: client}
 		if rt.access == adminToken {
 			token, _ := bearerToken(r)
-			p, err := s.cfg.AdminTokens.Authenticate(r.Context(), token)
+			p, err := s.authenticate(r, token)
 			switch {
 			case errors.Is(err, auth.ErrMissingToken) || errors.Is(err, auth.ErrInvalidToken):
 				entry.Outcome, entry.Status, entry.Detail = auth.OutcomeDenied, http.StatusUnauthorized, err.Error()
@@ -241,4 +241,30 @@ func (r *recorder) errorText() string {
 		return e.Error
 	}
 	return strings.TrimSpace(string(r.errBody))
+}
+
+// sessionPrincipalKey marks a request the dashboard makes for a session
+// (ServeAs); only in-process callers can set it.
+type sessionPrincipalKey struct{}
+
+// authenticate returns the principal of an admin-token route's request:
+// the session's for a request made through ServeAs, else the bearer
+// token's.
+func (s *Server) authenticate(r *http.Request, token string) (auth.Principal, error) {
+	if p, ok := r.Context().Value(sessionPrincipalKey{}).(auth.Principal); ok {
+		return p, nil
+	}
+	return s.cfg.AdminTokens.Authenticate(r.Context(), token)
+}
+
+// ServeAs serves r as if it carried an admin token of principal p: the
+// route's permission is checked against p's role, and mutations are
+// audited under p, exactly as for a bearer token. The dashboard calls it
+// for its sessions, so each page and action is allowed exactly when the
+// API route it mirrors is. Routes that do not take an admin token ignore
+// p.
+func (s *Server) ServeAs(p auth.Principal, w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(context.WithValue(r.Context(), sessionPrincipalKey{}, p))
+	r.Header.Del("Authorization")
+	s.mux.ServeHTTP(w, r)
 }

@@ -161,6 +161,20 @@ func (t *AdminTokens) Authenticate(ctx context.Context, token string) (Principal
 	if !strings.HasPrefix(token, AdminTokenPrefix) {
 		return Principal{}, fmt.Errorf("%w: not a %s token", ErrInvalidToken, AdminTokenPrefix)
 	}
+	return t.AuthenticateHash(ctx, hash)
+}
+
+// AuthenticateHash is Authenticate for a token known by its hash
+// (HashToken): a dashboard session keeps the hash of the token it logged
+// in with, never the token, and checks it on every request, so that a
+// revoked or expired token ends its sessions at once.
+func (t *AdminTokens) AuthenticateHash(ctx context.Context, hash string) (Principal, error) {
+	if hash == "" {
+		return Principal{}, ErrMissingToken
+	}
+	if t.bootstrapHash != "" && hashesEqual(hash, t.bootstrapHash) {
+		return Principal{Type: ActorBootstrap, ID: BootstrapID, Name: BootstrapID, Role: Owner}, nil
+	}
 	row, err := t.db.AdminTokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return Principal{}, fmt.Errorf("%w: unknown token", ErrInvalidToken)

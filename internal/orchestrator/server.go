@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/kici-dev/kici/internal/schedules"
 	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/web"
 	"github.com/kici-dev/kici/internal/workflow"
 )
 
@@ -261,6 +263,12 @@ func (s *Server) build(ctx context.Context) error {
 		apiCfg.NodeScalers = clusterNodes{s}
 	}
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
+	dash, err := web.New(web.Config{API: s.api, Tokens: adminTokens, Sessions: s.db, Log: s.log.With("component", "dashboard"),
+		SecureCookie: strings.HasPrefix(s.cfg.PublicURL, "https://")})
+	if err != nil {
+		return fmt.Errorf("dashboard: %w", err)
+	}
+	s.api.Mount(web.Routes, dash)
 	return nil
 }
 

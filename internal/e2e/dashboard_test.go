@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
+)
+
+// browser is an HTTP client with its own cookies, as a browser session.
+type browser struct {
+	t    *testing.T
+	o    *orchestrator
+	c    *http.Client
+	base string
+}
+
+func newBrowser(t *testing.T, o *orchestrator) *browser {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return &browser{t: t, o: o, c: c, base: "http://" + o.addr}
+}
+
+// page is an answer: its status, the Location of a redirect, the body and
+// the headers.
+type page struct {
+	status   int
+	location string
+	body     string
+	header   http.Header
+}
+
+func (b *browser) do(method, path string, form url.Values) page {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.base+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return page{status: resp.StatusCode, location: resp.Header.Get("Location"), body: string(data), header: resp.Header}
+}
+
+func (b *browser) get(path string) page { return b.do(http.MethodGet, path, nil) }
+
+func (b *browser) login(token string) page {
+	b.t.Helper()
+	return b.do(http.MethodPost, "/login", url.Values{"token": {token}})
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf is the CSRF token of a page's forms.
+func (p page) csrf(t *testing.T) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("the page has no CSRF field:\n%s", p.body)
+	}
+	return m[1]
+}
+
+// TestDashboardSessionsPagesAndCancel: the dashboard over real HTTP on
+// both engines. Without a session / redirects to /login; a wrong token is
+// refused; a good one sets an HttpOnly, SameSite=Strict cookie; every page
+// answers 200; job output is escaped before it is coloured (a <script>
+// line is text); a post without the CSRF token is refused and changes
+// nothing; an auditor's run page has no cancel button and its post is
+// refused by the API's permission check; an admin's cancel stops the run;
+// revoking the token ends its session, and logging out ends one too.
+func TestDashboardSessionsPagesAndCancel(t *testing.T) {
+	t.Parallel()
+	engines(t, func(t *testing.T, dbURL string) {
+		o := startOrchestrator(t, dbURL)
+		marks := t.TempDir()
+		o.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
+on: {push: {}}
+jobs:
+  show:
+    steps:
+      - run: |
+          echo '<script>alert(1)</script>'
+          printf '\033[31mred text\033[0m plain\n'
+          touch %[1]s/started
+          while [ ! -e %[1]s/never ]; do sleep 0.1; done
+`, marks)})
+		startAgent(t, o, "", "dash-agent", nil)
+		id := o.push(t)
+		waitFor(t, 30*time.Second, "the step to start", func() bool { return fileExists(filepath.Join(marks, "started")) })
+		waitFor(t, 30*time.Second, "the step's output stored", func() bool {
+			return slices.ContainsFunc(o.logs(t, id, "show"), func(l string) bool { return strings.Contains(l, "red text") })
+		})
+
+		b := newBrowser(t, o)
+		if p := b.get("/"); p.status != http.StatusSeeOther || p.location != "/login" {
+			t.Fatalf("/ without a session: %d → %q, want 303 to /login", p.status, p.location)
+		}
+		if p := b.get("/runs"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/login") {
+			t.Fatalf("/runs without a session: %d → %q, want a redirect to /login", p.status, p.location)
+		}
+		if p := b.login("kici_not-a-token"); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "not valid") {
+			t.Fatalf("login with a wrong token: %d, want 401 saying so", p.status)
+		}
+		p := b.login(o.token)
+		if p.status != http.StatusSeeOther || p.location != "/runs" {
+			t.Fatalf("login: %d → %q, want 303 to /runs", p.status, p.location)
+		}
+		cookie := strings.Join(p.header.Values("Set-Cookie"), "; ")
+		for _, want := range []string{"kici_session=", "HttpOnly", "SameSite=Strict", "Path=/"} {
+			if !strings.Contains(cookie, want) {
+				t.Errorf("session cookie %q lacks %s", cookie, want)
+			}
+		}
+
+		for _, path := range []string{"/runs", "/runs/" + id, "/queue", "/agents", "/scalers", "/sources", "/peers"} {
+			p := b.get(path)
+			if p.status != http.StatusOK || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") {
+				t.Errorf("%s: %d %s, want 200 HTML", path, p.status, p.header.Get("Content-Type"))
+			}
+			csp := p.header.Get("Content-Security-Policy")
+			if !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+				t.Errorf("%s: Content-Security-Policy %q, want scripts from self and nothing inline", path, csp)
+			}
+		}
+		if p := b.get("/runs"); !strings.Contains(p.body, `href="/runs/`+id+`"`) {
+			t.Errorf("the runs page does not link run %s", id)
+		}
+		run := b.get("/runs/" + id)
+		if strings.Contains(run.body, "<script>alert(1)") || !strings.Contains(run.body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Errorf("the <script> line is not shown as text:\n%s", run.body)
+		}
+		if strings.Contains(run.body, "\x1b") || !strings.Contains(run.body, "red text</span>") {
+			t.Errorf("the coloured line is not converted to a span without its escape codes")
+		}
+		if !strings.Contains(run.body, `id="cancel"`) {
+			t.Fatalf("an admin's run page has no cancel button")
+		}
+
+		// No CSRF token: refused, and the run goes on.
+		if p := b.do(http.MethodPost, "/runs/"+id+"/cancel", url.Values{}); p.status != http.StatusForbidden || !strings.Contains(p.body, "CSRF") {
+			t.Fatalf("cancel without a CSRF token: %d, want 403 naming the CSRF token", p.status)
+		}
+		if p := b.do(http.MethodPost, "/runs/"+id+"/cancel", url.Values{"csrf": {"forged"}}); p.status != http.StatusForbidden {
+			t.Fatalf("cancel with a forged CSRF token: %d, want 403", p.status)
+		}
+
+		// An auditor sees the run without a cancel button, and is refused
+		// by the API's permission check if it posts anyway.
+		var aud apiv1.AdminToken
+		o.api(t, "POST", "/api/v1/tokens", apiv1.AdminTokenRequest{Name: "dash-auditor", Role: "auditor"}, &aud, http.StatusCreated)
+		ab := newBrowser(t, o)
+		if p := ab.login(aud.Token); p.status != http.StatusSeeOther {
+			t.Fatalf("auditor login: %d", p.status)
+		}
+		arun := ab.get("/runs/" + id)
+		if arun.status != http.StatusOK || strings.Contains(arun.body, `id="cancel"`) {
+			t.Fatalf("auditor's run page: %d, cancel button shown %t; want 200 without it", arun.status, strings.Contains(arun.body, `id="cancel"`))
+		}
+		if p := ab.do(http.MethodPost, "/runs/"+id+"/cancel", url.Values{"csrf": {arun.csrf(t)}}); p.status != http.StatusForbidden || !strings.Contains(p.body, "run.cancel") {
+			t.Fatalf("auditor's cancel: %d, want 403 naming the permission:\n%s", p.status, p.body)
+		}
+		if r := o.run(t, id); r.Status != "running" {
+			t.Fatalf("after refused cancels the run is %s, want running", r.Status)
+		}
+
+		// The admin cancels from the page.
+		if p := b.do(http.MethodPost, "/runs/"+id+"/cancel", url.Values{"csrf": {run.csrf(t)}}); p.status != http.StatusSeeOther || p.location != "/runs/"+id {
+			t.Fatalf("cancel: %d → %q, want 303 back to the run", p.status, p.location)
+		}
+		if r := o.waitRun(t, id, 30*time.Second, "the run to end", ended); r.Status != "cancelled" {
+			t.Fatalf("run after the page's cancel: %s, want cancelled", r.Status)
+		}
+
+		// Revoking the auditor's token ends its session.
+		o.api(t, "DELETE", "/api/v1/tokens/"+aud.ID, nil, nil, http.StatusOK)
+		if p := ab.get("/runs"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/login") {
+			t.Errorf("a session of a revoked token: %d → %q, want a redirect to /login", p.status, p.location)
+		}
+		// Logging out ends the admin's.
+		if p := b.do(http.MethodPost, "/logout", url.Values{"csrf": {run.csrf(t)}}); p.status != http.StatusSeeOther {
+			t.Fatalf("logout: %d", p.status)
+		}
+		if p := b.get("/runs"); p.status != http.StatusSeeOther {
+			t.Errorf("after logout /runs answers %d, want a redirect to /login", p.status)
+		}
+	})
+}

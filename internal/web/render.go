@@ -1,0 +1,69 @@
+package web
+
+import (
+	"bytes"
+	"html/template"
+	"net/http"
+	"time"
+
+	"github.com/kici-dev/kici/internal/web/ansi"
+)
+
+// pageNames are the page templates; each is parsed with layout.html.
+var pageNames = []string{"login", "runs", "run", "queue", "agents", "scalers", "sources", "peers", "error"}
+
+func (h *Handler) parse() error {
+	funcs := template.FuncMap{
+		"since": func(t time.Time) string { return since(h.cfg.Now(), t) },
+		"sinceP": func(t *time.Time) string {
+			if t == nil {
+				return ""
+			}
+			return since(h.cfg.Now(), *t)
+		},
+		"duration": duration,
+		"join":     join,
+		"ts":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+		"deref": func(p *int) int {
+			if p == nil {
+				return 0
+			}
+			return *p
+		},
+	}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return err
+		}
+		h.pages[name] = t
+	}
+	return nil
+}
+
+// ansiHTML converts one line of job output to safe HTML: escaped first,
+// then coloured.
+func ansiHTML(s string) template.HTML {
+	return template.HTML(ansi.Line(s)) // #nosec: ansi.Line escapes every character of s
+}
+
+// render writes a page: rendered to a buffer first, so that a template
+// error is a clean 500, not half a page.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, s *sessionInfo, data map[string]any) {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["Session"] = s
+	data["Path"] = r.URL.Path
+	var buf bytes.Buffer
+	if err := h.pages[name].ExecuteTemplate(&buf, "layout.html", data); err != nil {
+		h.cfg.Log.Error("render dashboard page", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered; see the orchestrator log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
