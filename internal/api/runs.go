@@ -206,6 +206,15 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 		}
 		first, last = n, n
 	}
+	limit := 0 // logs.DefaultReadLimit
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > logs.MaxReadLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want 1 to %d lines", v, logs.MaxReadLimit))
+			return
+		}
+		limit = n
+	}
 	step, offset := first, int64(0)
 	if v := q.Get("cursor"); v != "" {
 		a, b, ok := strings.Cut(v, ":")
@@ -220,7 +229,7 @@ func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
 	terminal := runstate.JobTerminal(job.Status)
 	page := apiv1.LogPage{Lines: []apiv1.LogLine{}}
 	for {
-		lines, next, err := s.readStep(r, run.ID, job.ID, step, offset)
+		lines, next, err := s.readStep(r, run.ID, job.ID, step, offset, limit)
 		if errors.Is(err, logs.ErrBadCursor) {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
@@ -261,7 +270,7 @@ func logsQuery(raw string) (url.Values, error) {
 	for pair := range strings.SplitSeq(raw, "&") {
 		rawKey, rawValue, _ := strings.Cut(pair, "=")
 		key, err := url.QueryUnescape(rawKey)
-		if err != nil || key != "step" && key != "cursor" {
+		if err != nil || key != "step" && key != "cursor" && key != "limit" {
 			continue
 		}
 		value, err := url.QueryUnescape(rawValue)
@@ -269,7 +278,7 @@ func logsQuery(raw string) (url.Values, error) {
 			if key == "cursor" {
 				return nil, fmt.Errorf("cursor %q: does not decode (pass back the \"next\" of the previous page): %w", rawValue, err)
 			}
-			return nil, fmt.Errorf("step %q: does not decode: %w", rawValue, err)
+			return nil, fmt.Errorf("%s %q: does not decode: %w", key, rawValue, err)
 		}
 		q[key] = append(q[key], value)
 		if n := len(q[key]); n > 1 {
@@ -282,7 +291,7 @@ func logsQuery(raw string) (url.Values, error) {
 // readStep reads a step's stored lines from offset. The provisioning
 // section (step -2) is the job's scaler events, one line each; its offset
 // counts events.
-func (s *Server) readStep(r *http.Request, runID, jobID string, step int, offset int64) ([]apiv1.LogLine, int64, error) {
+func (s *Server) readStep(r *http.Request, runID, jobID string, step int, offset int64, limit int) ([]apiv1.LogLine, int64, error) {
 	if step == apiv1.ProvisioningStep {
 		evs, err := s.db.ListJobEvents(r.Context(), jobID)
 		if err != nil {
@@ -297,7 +306,7 @@ func (s *Server) readStep(r *http.Request, runID, jobID string, step int, offset
 		}
 		return out, int64(len(evs)), nil
 	}
-	lines, next, err := s.logs.Read(r.Context(), logs.StepKey{RunID: runID, JobID: jobID, Step: step}, offset, 0)
+	lines, next, err := s.logs.Read(r.Context(), logs.StepKey{RunID: runID, JobID: jobID, Step: step}, offset, limit)
 	if err != nil {
 		return nil, offset, err
 	}

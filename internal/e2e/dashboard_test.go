@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -209,4 +210,86 @@ jobs:
 			t.Errorf("after logout /runs answers %d, want a redirect to /login", p.status)
 		}
 	})
+}
+
+// TestDashboardLongLogWindowsAndSearch: a job of 100,000 lines. The run
+// page holds its first lines only; a window from line 99,990 comes back
+// numbered and in order; a search over the whole stored log finds the one
+// line that matches, past the page's lines; bad windows and queries are
+// refused. It logs how long the windows took, cold and warm.
+func TestDashboardLongLogWindowsAndSearch(t *testing.T) {
+	t.Parallel()
+	o := startOrchestrator(t, "")
+	o.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {}}
+jobs:
+  long:
+    steps:
+      - run: seq 1 100000 | sed 's/^/row /'
+`})
+	startAgent(t, o, "", "long-agent", nil)
+	id := o.push(t)
+	if r := o.waitRun(t, id, 120*time.Second, "the run to end", ended); r.Status != "success" {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	b := newBrowser(t, o)
+	if p := b.login(o.token); p.status != http.StatusSeeOther {
+		t.Fatalf("login: %d", p.status)
+	}
+	page := b.get("/runs/" + id)
+	if page.status != http.StatusOK || !strings.Contains(page.body, `id="long-L5000"`) || strings.Contains(page.body, `id="long-L5001"`) {
+		t.Fatalf("run page: %d; want the first 5,000 lines only", page.status)
+	}
+
+	type window struct {
+		Lines []struct {
+			N    int    `json:"n"`
+			HTML string `json:"html"`
+		} `json:"lines"`
+		Total int  `json:"total"`
+		Done  bool `json:"done"`
+	}
+	getJSON := func(path string, out any) (int, time.Duration) {
+		t.Helper()
+		start := time.Now()
+		p := b.get(path)
+		took := time.Since(start)
+		if p.status == http.StatusOK {
+			if err := json.Unmarshal([]byte(p.body), out); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		return p.status, took
+	}
+	var search struct {
+		Matches   []int `json:"matches"`
+		Truncated bool  `json:"truncated"`
+		Total     int   `json:"total"`
+	}
+	status, searchTook := getJSON("/runs/"+id+"/jobs/long/search?q=ROW+99990", &search)
+	if status != http.StatusOK || len(search.Matches) != 1 || search.Matches[0] <= 5000 || search.Truncated {
+		t.Fatalf("search for row 99990: %d %+v, want one match past the page's lines", status, search)
+	}
+	n := search.Matches[0]
+	var w window
+	status, cold := getJSON(fmt.Sprintf("/runs/%s/jobs/long/lines?from=%d&count=20", id, n), &w)
+	if status != http.StatusOK || len(w.Lines) == 0 || w.Lines[0].N != n || !strings.Contains(w.Lines[0].HTML, "row 99990") || !w.Done || w.Total < n+10 {
+		t.Fatalf("window at line %d: %d %+v", n, status, w)
+	}
+	for i, l := range w.Lines {
+		if l.N != n+i {
+			t.Fatalf("window line %d numbered %d, want %d", i, l.N, n+i)
+		}
+	}
+	var w2 window
+	_, warm := getJSON(fmt.Sprintf("/runs/%s/jobs/long/lines?from=%d&count=20", id, n-5), &w2)
+	if len(w2.Lines) != min(20, w.Total-(n-5)+1) || w2.Lines[5].N != n || w2.Lines[5].HTML != w.Lines[0].HTML {
+		t.Fatalf("second window: %+v, want line %d at index 5 again", w2, n)
+	}
+	for _, bad := range []string{"lines?from=0&count=5", "lines?from=1&count=5000", "lines?from=x&count=1", "search?q=", "search?q=" + strings.Repeat("a", 201)} {
+		if p := b.get("/runs/" + id + "/jobs/long/" + bad); p.status != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", bad, p.status)
+		}
+	}
+	t.Logf("100,000-line log: search %s; window at line %d cold %s, warm %s (total %d lines)", searchTook.Round(time.Millisecond), n, cold.Round(time.Millisecond), warm.Round(time.Millisecond), w.Total)
 }

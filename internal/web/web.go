@@ -83,6 +83,7 @@ type Handler struct {
 	cfg   Config
 	pages map[string]*template.Template
 	mux   *http.ServeMux
+	index *logIndex
 }
 
 // Routes are the patterns the dashboard serves; the API server mounts
@@ -90,6 +91,7 @@ type Handler struct {
 var Routes = []string{
 	"GET /", "GET /login", "POST /login", "POST /logout",
 	"GET /runs", "GET /runs/{id}", "POST /runs/{id}/cancel", "GET /runs/{id}/events",
+	"GET /runs/{id}/jobs/{job}/lines", "GET /runs/{id}/jobs/{job}/search",
 	"GET /queue", "GET /agents", "GET /scalers", "GET /sources", "GET /peers",
 	"GET /static/{file}",
 }
@@ -105,7 +107,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, pages: map[string]*template.Template{}, mux: http.NewServeMux(), index: newLogIndex()}
 	if err := h.parse(); err != nil {
 		return nil, err
 	}
@@ -117,6 +119,8 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /runs/{id}", h.withSession(h.run))
 	h.mux.HandleFunc("POST /runs/{id}/cancel", h.withSession(h.cancel))
 	h.mux.HandleFunc("GET /runs/{id}/events", h.withSession(h.events))
+	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/lines", h.withSession(h.lines))
+	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/search", h.withSession(h.search))
 	h.mux.HandleFunc("GET /queue", h.withSession(h.queue))
 	h.mux.HandleFunc("GET /agents", h.withSession(h.agents))
 	h.mux.HandleFunc("GET /scalers", h.withSession(h.scalers))

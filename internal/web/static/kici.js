@@ -67,3 +67,91 @@
     }
   });
 })();
+
+// Long logs: a line link (#<job>-L<n>) or a search match beyond the lines
+// the page holds loads a window of lines around it from the server, into
+// the job's window list. Search covers the whole stored log on the server.
+(function () {
+  const run = document.getElementById("run");
+  if (!run) return;
+  const runID = run.dataset.run;
+  const lineRe = /^#(.+)-L(\d+)$/;
+
+  const renderWindow = (job, lines) => {
+    const ol = document.querySelector('ol.log.window[data-job="' + CSS.escape(job) + '"]');
+    if (!ol) return;
+    ol.replaceChildren();
+    for (const l of lines) {
+      const li = document.createElement("li");
+      li.id = job + "-L" + l.n;
+      const a = document.createElement("a");
+      a.className = "ln";
+      a.href = "#" + li.id;
+      a.setAttribute("aria-label", "line " + l.n);
+      const t = document.createElement("time");
+      t.textContent = (l.ts || "").slice(11, 23);
+      const span = document.createElement("span");
+      span.className = "t";
+      // l.html is the server's escaped-then-coloured rendering (only
+      // <span class="a-..."> markup, see internal/web/ansi).
+      span.innerHTML = l.html;
+      li.append(a, t, span);
+      ol.append(li);
+    }
+    ol.hidden = false;
+  };
+
+  // show makes line n of job visible (loading it when the page lacks it),
+  // opens its step, scrolls to it and marks it.
+  const show = async (job, n) => {
+    let li = document.getElementById(job + "-L" + n);
+    if (!li) {
+      const from = Math.max(1, n - 100);
+      const resp = await fetch("/runs/" + encodeURIComponent(runID) + "/jobs/" + encodeURIComponent(job) +
+        "/lines?from=" + from + "&count=200", { credentials: "same-origin" });
+      if (!resp.ok) return;
+      renderWindow(job, (await resp.json()).lines || []);
+      li = document.getElementById(job + "-L" + n);
+      if (!li) return;
+    }
+    const details = li.closest("details");
+    if (details) details.open = true;
+    document.querySelectorAll("li.hl").forEach((e) => e.classList.remove("hl"));
+    li.classList.add("hl");
+    li.scrollIntoView({ block: "center" });
+  };
+
+  const fromHash = () => {
+    const m = lineRe.exec(decodeURIComponent(location.hash));
+    if (m) show(m[1], parseInt(m[2], 10));
+  };
+  window.addEventListener("hashchange", fromHash);
+  fromHash();
+
+  for (const form of document.querySelectorAll("form.logsearch")) {
+    const job = form.dataset.job;
+    const prev = form.querySelector(".prev"), next = form.querySelector(".next"), found = form.querySelector(".found");
+    let matches = [], at = -1;
+    const go = (i) => {
+      if (!matches.length) return;
+      at = (i + matches.length) % matches.length;
+      found.textContent = (at + 1) + " of " + matches.length;
+      show(job, matches[at]);
+    };
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const q = form.elements.q.value;
+      if (!q) return;
+      const resp = await fetch(form.action + "?q=" + encodeURIComponent(q), { credentials: "same-origin" });
+      if (!resp.ok) { found.textContent = "search failed"; return; }
+      const res = await resp.json();
+      matches = res.matches || [];
+      prev.disabled = next.disabled = matches.length < 2;
+      if (!matches.length) { found.textContent = "no match"; return; }
+      if (res.truncated) found.title = "only the first " + matches.length + " matches";
+      go(0);
+    });
+    prev.addEventListener("click", () => go(at - 1));
+    next.addEventListener("click", () => go(at + 1));
+  }
+})();
