@@ -84,8 +84,18 @@ func run() error {
 		return err
 	case "term":
 		<-sigterm
-		_, err := io.WriteString(conn, "sigterm\n")
-		return err
+		if _, err := io.WriteString(conn, "sigterm\n"); err != nil {
+			return err
+		}
+		// Power-off takes the guest's link down at once: give the line
+		// time to reach the test (it is acknowledged when the test closes
+		// or within 2 s) rather than lose it with the link.
+		if tc, ok := conn.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, _ = io.Copy(io.Discard, conn)
+		return nil
 	default:
 		signal.Reset(syscall.SIGTERM)
 		_, _ = io.Copy(io.Discard, conn)
