@@ -36,6 +36,9 @@ func toAPIRun(run store.Run) apiv1.Run {
 		for _, st := range j.Steps {
 			aj.Steps = append(aj.Steps, apiv1.Step{Index: st.Index, Name: st.Name, Status: string(st.Status), ExitCode: st.ExitCode, Error: st.Error})
 		}
+		for _, n := range j.Spec.Needs {
+			aj.Needs = append(aj.Needs, n.Job)
+		}
 		out.Jobs = append(out.Jobs, aj)
 	}
 	return out

@@ -119,6 +119,8 @@ type Job struct {
 	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	Steps      []Step     `json:"steps"`
+	// Needs are the names of the jobs of the run this one waits for.
+	Needs []string `json:"needs,omitempty"`
 }
 
 // Step is one step of a Job.

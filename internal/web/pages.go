@@ -79,7 +79,7 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 		jv.Sections = sections(j, lines)
 		jobs = append(jobs, jv)
 	}
-	h.render(w, r, http.StatusOK, "run", s, map[string]any{"Run": run, "Jobs": jobs, "Ended": ended(run.Status)})
+	h.render(w, r, http.StatusOK, "run", s, map[string]any{"Run": run, "Jobs": jobs, "Ended": ended(run.Status), "Graph": jobGraph(run.Jobs)})
 }
 
 func ended(status string) bool {
