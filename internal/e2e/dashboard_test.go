@@ -138,7 +138,7 @@ jobs:
 			}
 		}
 
-		for _, path := range []string{"/runs", "/runs/" + id, "/queue", "/agents", "/scalers", "/sources", "/peers"} {
+		for _, path := range []string{"/runs", "/runs/" + id, "/queue", "/agents", "/scalers", "/sources", "/peers", "/audit", "/secrets"} {
 			p := b.get(path)
 			if p.status != http.StatusOK || !strings.HasPrefix(p.header.Get("Content-Type"), "text/html") {
 				t.Errorf("%s: %d %s, want 200 HTML", path, p.status, p.header.Get("Content-Type"))
@@ -196,6 +196,37 @@ jobs:
 		if r := o.waitRun(t, id, 30*time.Second, "the run to end", ended); r.Status != "cancelled" {
 			t.Fatalf("run after the page's cancel: %s, want cancelled", r.Status)
 		}
+
+		// Rerun, drain and trigger from the pages; the auditor may do none.
+		if p := ab.do(http.MethodPost, "/agents/dash-agent/drain", url.Values{"csrf": {arun.csrf(t)}}); p.status != http.StatusForbidden {
+			t.Errorf("auditor's drain: %d, want 403", p.status)
+		}
+		done := b.get("/runs/" + id)
+		if !strings.Contains(done.body, `id="rerun"`) || strings.Contains(done.body, `id="cancel"`) {
+			t.Errorf("an ended run's page: want a rerun button and no cancel button")
+		}
+		p = b.do(http.MethodPost, "/runs/"+id+"/rerun", url.Values{"csrf": {run.csrf(t)}})
+		if p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/runs/") || p.location == "/runs/"+id {
+			t.Fatalf("rerun: %d → %q, want 303 to the new run", p.status, p.location)
+		}
+		if child := o.run(t, strings.TrimPrefix(p.location, "/runs/")); child.ParentRun != id {
+			t.Errorf("the rerun's parent: %q, want %s", child.ParentRun, id)
+		}
+		o.api(t, "POST", "/api/v1/runs/"+strings.TrimPrefix(p.location, "/runs/")+"/cancel", nil, nil, http.StatusOK)
+		if p := b.do(http.MethodPost, "/agents/dash-agent/drain", url.Values{"csrf": {run.csrf(t)}, "reason": {"maintenance"}}); p.status != http.StatusSeeOther {
+			t.Fatalf("drain: %d", p.status)
+		}
+		if ag := b.get("/agents"); !strings.Contains(ag.body, "Undrain") {
+			t.Errorf("the agents page does not show the drained agent as drained")
+		}
+		if p := b.do(http.MethodPost, "/agents/dash-agent/undrain", url.Values{"csrf": {run.csrf(t)}}); p.status != http.StatusSeeOther {
+			t.Fatalf("undrain: %d", p.status)
+		}
+		p = b.do(http.MethodPost, "/sources/repo/trigger", url.Values{"csrf": {run.csrf(t)}, "event": {"push"}})
+		if p.status != http.StatusSeeOther || !strings.HasPrefix(p.location, "/runs/") {
+			t.Fatalf("trigger from the sources page: %d → %q", p.status, p.location)
+		}
+		o.api(t, "POST", "/api/v1/runs/"+strings.TrimPrefix(p.location, "/runs/")+"/cancel", nil, nil, http.StatusOK)
 
 		// Revoking the auditor's token ends its session.
 		o.api(t, "DELETE", "/api/v1/tokens/"+aud.ID, nil, nil, http.StatusOK)

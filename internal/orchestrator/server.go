@@ -264,7 +264,7 @@ func (s *Server) build(ctx context.Context) error {
 	}
 	s.api = api.New(s.log, s.db, pipe, s.disp, s.logs, tokens, ws, apiCfg)
 	dash, err := web.New(web.Config{API: s.api, Tokens: adminTokens, Sessions: s.db, Log: s.log.With("component", "dashboard"),
-		SecureCookie: strings.HasPrefix(s.cfg.PublicURL, "https://")})
+		PublicURL: s.cfg.PublicURL, SecureCookie: strings.HasPrefix(s.cfg.PublicURL, "https://")})
 	if err != nil {
 		return fmt.Errorf("dashboard: %w", err)
 	}

@@ -201,7 +201,18 @@ func (h *Handler) scalers(w http.ResponseWriter, r *http.Request, s *sessionInfo
 		h.fail(w, r, s, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "scalers", s, map[string]any{"Configured": list.Configured, "Scalers": list.Scalers})
+	data := map[string]any{"Configured": list.Configured, "Scalers": list.Scalers}
+	if list.Configured {
+		var ol struct {
+			Compute []scaler.Orphan `json:"compute"`
+			Error   string          `json:"error"`
+		}
+		if err := h.call(r.Context(), s.Principal, http.MethodGet, "/api/v1/scalers/orphans", nil, &ol); err != nil {
+			data["OrphansError"] = err.Error()
+		}
+		data["Compute"], data["ComputeError"] = ol.Compute, ol.Error
+	}
+	h.render(w, r, http.StatusOK, "scalers", s, data)
 }
 
 func (h *Handler) sources(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
@@ -210,7 +221,29 @@ func (h *Handler) sources(w http.ResponseWriter, r *http.Request, s *sessionInfo
 		h.fail(w, r, s, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "sources", s, map[string]any{"Sources": list.Sources})
+	type sourceView struct {
+		apiv1.Source
+		Webhook    string
+		Deliveries []apiv1.Delivery
+		Error      string
+	}
+	var views []sourceView
+	base := strings.TrimRight(h.cfg.PublicURL, "/")
+	for _, src := range list.Sources {
+		v := sourceView{Source: src, Webhook: base + "/webhooks/generic/" + pathEscape(src.Name)}
+		if src.Kind == "github" {
+			v.Webhook = base + "/webhooks/github/" + pathEscape(src.Name)
+		}
+		if s.Can("event_log.read") {
+			var dl apiv1.DeliveryList
+			if err := h.call(r.Context(), s.Principal, http.MethodGet, "/api/v1/sources/"+pathEscape(src.Name)+"/deliveries?limit=10", nil, &dl); err != nil {
+				v.Error = err.Error()
+			}
+			v.Deliveries = dl.Deliveries
+		}
+		views = append(views, v)
+	}
+	h.render(w, r, http.StatusOK, "sources", s, map[string]any{"Sources": views})
 }
 
 func (h *Handler) peers(w http.ResponseWriter, r *http.Request, s *sessionInfo) {

@@ -10,7 +10,7 @@ import (
 )
 
 // pageNames are the page templates; each is parsed with layout.html.
-var pageNames = []string{"login", "runs", "run", "queue", "agents", "scalers", "sources", "peers", "error"}
+var pageNames = []string{"login", "runs", "run", "queue", "agents", "scalers", "sources", "peers", "audit", "secrets", "error"}
 
 func (h *Handler) parse() error {
 	funcs := template.FuncMap{
@@ -23,6 +23,7 @@ func (h *Handler) parse() error {
 		},
 		"duration": duration,
 		"join":     join,
+		"list":     func(items ...string) []string { return items },
 		"ts":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"deref": func(p *int) int {

@@ -71,6 +71,9 @@ type Config struct {
 	Log      *slog.Logger
 	// SessionTTL is how long a session lasts; 0 means 12 hours.
 	SessionTTL time.Duration
+	// PublicURL is the orchestrator's base URL, for the webhook URLs the
+	// sources page shows.
+	PublicURL string
 	// SecureCookie forces the Secure flag on the session cookie; it is set
 	// anyway on a request that came over TLS.
 	SecureCookie bool
@@ -92,7 +95,9 @@ var Routes = []string{
 	"GET /", "GET /login", "POST /login", "POST /logout",
 	"GET /runs", "GET /runs/{id}", "POST /runs/{id}/cancel", "GET /runs/{id}/events",
 	"GET /runs/{id}/jobs/{job}/lines", "GET /runs/{id}/jobs/{job}/search",
-	"GET /queue", "GET /agents", "GET /scalers", "GET /sources", "GET /peers",
+	"POST /runs/{id}/rerun", "POST /runs/{id}/approve",
+	"GET /queue", "GET /agents", "GET /scalers", "GET /sources", "GET /peers", "GET /audit", "GET /secrets",
+	"POST /agents/{id}/drain", "POST /agents/{id}/undrain", "POST /scalers/orphans/stop", "POST /sources/{name}/trigger",
 	"GET /static/{file}",
 }
 
@@ -121,6 +126,14 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /runs/{id}/events", h.withSession(h.events))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/lines", h.withSession(h.lines))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/search", h.withSession(h.search))
+	h.mux.HandleFunc("POST /runs/{id}/rerun", h.withSession(h.rerun))
+	h.mux.HandleFunc("POST /runs/{id}/approve", h.withSession(h.approve))
+	h.mux.HandleFunc("POST /agents/{id}/drain", h.withSession(h.drain))
+	h.mux.HandleFunc("POST /agents/{id}/undrain", h.withSession(h.undrain))
+	h.mux.HandleFunc("POST /scalers/orphans/stop", h.withSession(h.stopOrphan))
+	h.mux.HandleFunc("POST /sources/{name}/trigger", h.withSession(h.trigger))
+	h.mux.HandleFunc("GET /audit", h.withSession(h.audit))
+	h.mux.HandleFunc("GET /secrets", h.withSession(h.secrets))
 	h.mux.HandleFunc("GET /queue", h.withSession(h.queue))
 	h.mux.HandleFunc("GET /agents", h.withSession(h.agents))
 	h.mux.HandleFunc("GET /scalers", h.withSession(h.scalers))
