@@ -317,6 +317,11 @@ jobs:
 	if len(w2.Lines) != min(20, w.Total-(n-5)+1) || w2.Lines[5].N != n || w2.Lines[5].HTML != w.Lines[0].HTML {
 		t.Fatalf("second window: %+v, want line %d at index 5 again", w2, n)
 	}
+	raw := b.get("/runs/" + id + "/jobs/long/raw")
+	if raw.status != http.StatusOK || strings.Count(raw.body, "\n") != w.Total || !strings.Contains(raw.body, " row 100000\n") ||
+		!strings.Contains(raw.header.Get("Content-Disposition"), "attachment") {
+		t.Errorf("raw download: %d, %d lines (want %d), disposition %q", raw.status, strings.Count(raw.body, "\n"), w.Total, raw.header.Get("Content-Disposition"))
+	}
 	for _, bad := range []string{"lines?from=0&count=5", "lines?from=1&count=5000", "lines?from=x&count=1", "search?q=", "search?q=" + strings.Repeat("a", 201)} {
 		if p := b.get("/runs/" + id + "/jobs/long/" + bad); p.status != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", bad, p.status)

@@ -219,3 +219,32 @@ func (h *Handler) jsonFail(w http.ResponseWriter, err error) {
 	}
 	writeJSONError(w, status, msg)
 }
+
+// raw streams a job's whole stored log as plain text, colours stripped,
+// for download.
+func (h *Handler) raw(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	job := r.PathValue("job")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", sanitizeFilename(r.PathValue("id")+"-"+job+".log")))
+	started := false
+	_, _, err := h.scan(r.Context(), s, r.PathValue("id"), job, 1, func(l numbered) bool {
+		started = true
+		_, err := fmt.Fprintf(w, "%s %s\n", l.Line.TS.UTC().Format(time.RFC3339Nano), ansi.Strip(l.Line.Text))
+		return err == nil
+	})
+	if err != nil && !started {
+		w.Header().Set("Content-Disposition", "")
+		h.jsonFail(w, err)
+	}
+}
+
+// sanitizeFilename keeps a download's name to safe characters.
+func sanitizeFilename(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, s)
+}

@@ -155,3 +155,48 @@
     next.addEventListener("click", () => go(at + 1));
   }
 })();
+
+// The run page's toolbar: timestamps on and off (remembered), and a jump
+// to the first failed step.
+(function () {
+  const ts = document.getElementById("toggle-ts");
+  if (ts) {
+    const apply = (on) => {
+      document.body.classList.toggle("no-ts", !on);
+      ts.setAttribute("aria-pressed", String(on));
+    };
+    apply(localStorage.getItem("kici-ts") !== "off");
+    ts.addEventListener("click", () => {
+      const on = document.body.classList.contains("no-ts");
+      localStorage.setItem("kici-ts", on ? "on" : "off");
+      apply(on);
+    });
+  }
+  const ff = document.getElementById("first-failure");
+  if (ff) {
+    ff.addEventListener("click", () => {
+      const step = document.querySelector("details.step .s-failure");
+      if (!step) { ff.textContent = "No failure"; return; }
+      const details = step.closest("details");
+      details.open = true;
+      details.scrollIntoView({ block: "start" });
+      const summary = details.querySelector("summary");
+      if (summary) summary.focus();
+    });
+  }
+})();
+
+// The runs page follows the runs: its table is read again every 5 s while
+// the tab is visible.
+(function () {
+  const table = document.getElementById("runs");
+  if (!table) return;
+  setInterval(async () => {
+    if (document.hidden) return;
+    const resp = await fetch(location.href, { credentials: "same-origin" });
+    if (!resp.ok) return;
+    const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+    const fresh = doc.querySelector("#runs tbody");
+    if (fresh) table.querySelector("tbody").replaceWith(document.importNode(fresh, true));
+  }, 5000);
+})();
