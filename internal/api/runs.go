@@ -185,16 +185,22 @@ func findJob(run store.Run, key string) (store.Job, bool) {
 // jobLogs reads stored lines of one job from a cursor "<step>:<offset>",
 // walking the steps in order (setup output first) when no step is given.
 func (s *Server) jobLogs(w http.ResponseWriter, r *http.Request) {
-	run, err := s.db.GetRun(r.Context(), r.PathValue("id"))
+	// Only the job is read, not its whole run: a page of a run of many
+	// jobs reads each one's log.
+	job, err := s.db.GetRunJob(r.Context(), r.PathValue("id"), r.PathValue("job"))
+	if errors.Is(err, store.ErrNotFound) {
+		if _, rerr := s.db.GetRunHead(r.Context(), r.PathValue("id")); rerr != nil {
+			s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), rerr)
+			return
+		}
+		writeError(w, http.StatusNotFound, fmt.Sprintf("run %q has no job %q", r.PathValue("id"), r.PathValue("job")))
+		return
+	}
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), err)
 		return
 	}
-	job, ok := findJob(run, r.PathValue("job"))
-	if !ok {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("run %q has no job %q", run.ID, r.PathValue("job")))
-		return
-	}
+	run := store.Run{ID: job.RunID}
 	q, err := logsQuery(r.URL.RawQuery)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())

@@ -451,6 +451,28 @@ func (tx *Tx) GetJob(ctx context.Context, id string) (Job, error) {
 	return jobs[0], nil
 }
 
+// GetRunJob returns the job of run runID whose id or name is key, with its
+// steps, read from one snapshot; ErrNotFound when the run has no such job.
+// It reads that job only, not the whole run.
+func (db *DB) GetRunJob(ctx context.Context, runID, key string) (Job, error) {
+	var job Job
+	err := db.readTx(ctx, func(tx *Tx) error {
+		jobs, err := tx.listJobs(ctx, "run_id = ? AND (id = ? OR name = ?)", runID, key, key)
+		if err == nil && len(jobs) == 0 {
+			err = ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		job = jobs[0]
+		return nil
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %q of run %q: %w", key, runID, err)
+	}
+	return job, nil
+}
+
 // GetJobHead returns the job's own row, or ErrNotFound: without its steps,
 // and with its spec still encoded (see Job.DecodeSpec). It is the read of
 // the paths that run for every agent message, which need the job's agent,
@@ -486,9 +508,9 @@ func (q *queries) ListJobSteps(ctx context.Context, jobID string) ([]Step, error
 }
 
 // queryJobs returns the job rows matching where (a condition on jobs with
-// one argument) in creation order, each read by scan, without steps.
-func (tx *Tx) queryJobs(ctx context.Context, scan func(interface{ Scan(...any) error }) (Job, error), where string, arg any) ([]Job, error) {
-	rows, err := tx.query(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+where+" ORDER BY created_at, id", arg)
+// its arguments) in creation order, each read by scan, without steps.
+func (tx *Tx) queryJobs(ctx context.Context, scan func(interface{ Scan(...any) error }) (Job, error), where string, args ...any) ([]Job, error) {
+	rows, err := tx.query(ctx, "SELECT "+jobColumns+" FROM jobs WHERE "+where+" ORDER BY created_at, id", args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
@@ -507,10 +529,10 @@ func (tx *Tx) queryJobs(ctx context.Context, scan func(interface{ Scan(...any) e
 	return jobs, nil
 }
 
-// listJobs returns the jobs matching where (a condition on jobs with one
-// argument), each with its steps.
-func (tx *Tx) listJobs(ctx context.Context, where string, arg any) ([]Job, error) {
-	jobs, err := tx.queryJobs(ctx, scanJob, where, arg)
+// listJobs returns the jobs matching where (a condition on jobs with its
+// arguments), each with its steps.
+func (tx *Tx) listJobs(ctx context.Context, where string, args ...any) ([]Job, error) {
+	jobs, err := tx.queryJobs(ctx, scanJob, where, args...)
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
@@ -519,7 +541,7 @@ func (tx *Tx) listJobs(ctx context.Context, where string, arg any) ([]Job, error
 		index[j.ID] = i
 	}
 	rows, err := tx.query(ctx,
-		"SELECT "+stepColumns+" FROM steps WHERE job_id IN (SELECT id FROM jobs WHERE "+where+") ORDER BY job_id, idx", arg)
+		"SELECT "+stepColumns+" FROM steps WHERE job_id IN (SELECT id FROM jobs WHERE "+where+") ORDER BY job_id, idx", args...)
 	if err != nil {
 		return nil, fmt.Errorf("list steps: %w", err)
 	}

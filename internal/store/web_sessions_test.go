@@ -44,3 +44,26 @@ func TestWebSessions(t *testing.T) {
 		})
 	}
 }
+
+// TestGetRunJob: a run's job is found by id or by name with its steps, a
+// job of another run or an unknown key is ErrNotFound.
+func TestGetRunJob(t *testing.T) {
+	t.Parallel()
+	forEachEngine(t, func(t *testing.T, db *DB) {
+		ctx := t.Context()
+		run := createTestRun(t, db, testJob("build", []string{"linux"}), testJob("test", []string{"linux"}, "build"))
+		other := createTestRun(t, db, testJob("build", []string{"linux"}))
+		want := run.Jobs[1]
+		for _, key := range []string{want.ID, want.Name} {
+			got, err := db.GetRunJob(ctx, run.ID, key)
+			if err != nil || got.ID != want.ID || len(got.Steps) != len(want.Steps) {
+				t.Fatalf("GetRunJob(%s): %+v, %v; want job %s with %d steps", key, got, err, want.ID, len(want.Steps))
+			}
+		}
+		for _, key := range []string{other.Jobs[0].ID, "deploy"} {
+			if _, err := db.GetRunJob(ctx, run.ID, key); !errors.Is(err, ErrNotFound) {
+				t.Errorf("GetRunJob(%s): %v, want ErrNotFound", key, err)
+			}
+		}
+	})
+}

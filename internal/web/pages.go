@@ -1,11 +1,13 @@
 package web
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
@@ -67,17 +69,24 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 		h.fail(w, r, s, err)
 		return
 	}
-	var jobs []jobView
-	for _, j := range run.Jobs {
-		jv := jobView{Job: j}
-		lines, truncated, err := h.jobLines(r, s, run.ID, j.Name)
-		if err != nil {
-			h.fail(w, r, s, err)
-			return
-		}
-		jv.Truncated = truncated
-		jv.Sections = sections(j, lines)
-		jobs = append(jobs, jv)
+	// The jobs' logs are read a few at a time: a run of many jobs reads
+	// as many logs.
+	jobs := make([]jobView, len(run.Jobs))
+	errs := make([]error, len(run.Jobs))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, j := range run.Jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			lines, truncated, err := h.jobLines(r, s, run.ID, j.Name)
+			jobs[i], errs[i] = jobView{Job: j, Truncated: truncated, Sections: sections(j, lines)}, err
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		h.fail(w, r, s, err)
+		return
 	}
 	h.render(w, r, http.StatusOK, "run", s, map[string]any{"Run": run, "Jobs": jobs, "Ended": ended(run.Status), "Graph": jobGraph(run.Jobs)})
 }
