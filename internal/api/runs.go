@@ -369,6 +369,7 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no") // a proxy (nginx) must not hold the stream back
 	w.WriteHeader(http.StatusOK)
 	send := func(ev apiv1.Event) {
 		data, _ := json.Marshal(ev)

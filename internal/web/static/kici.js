@@ -53,6 +53,9 @@
       ol.append(li);
     }
   });
+  // The server dropped events for this viewer: what the page shows may
+  // miss some, so read it all again.
+  es.addEventListener("lagged", () => { es.close(); location.reload(); });
   es.addEventListener("job", (e) => {
     const ev = JSON.parse(e.data);
     setStatus(document.querySelector('[data-job-status="' + CSS.escape(ev.job) + '"]'), ev.status);
