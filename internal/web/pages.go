@@ -69,26 +69,27 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 		h.fail(w, r, s, err)
 		return
 	}
-	// The jobs' logs are read a few at a time: a run of many jobs reads
-	// as many logs.
-	jobs := make([]jobView, len(run.Jobs))
-	errs := make([]error, len(run.Jobs))
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	for i, j := range run.Jobs {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			lines, truncated, err := h.jobLines(r, s, run.ID, j.Name)
-			jobs[i], errs[i] = jobView{Job: j, Truncated: truncated, Sections: sections(j, lines)}, err
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		h.fail(w, r, s, err)
-		return
-	}
-	h.render(w, r, http.StatusOK, "run", s, map[string]any{"Run": run, "Jobs": jobs, "Ended": ended(run.Status), "Graph": jobGraph(run.Jobs)})
+	// The top of the page goes out at once; the jobs' logs are read
+	// meanwhile, a few at a time (a run of many jobs reads as many logs).
+	h.stream(w, r, "run", s, map[string]any{"Run": run, "Ended": ended(run.Status)}, func() (map[string]any, error) {
+		jobs := make([]jobView, len(run.Jobs))
+		errs := make([]error, len(run.Jobs))
+		sem := make(chan struct{}, 4)
+		var wg sync.WaitGroup
+		for i, j := range run.Jobs {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				lines, truncated, err := h.jobLines(r, s, run.ID, j.Name)
+				jobs[i], errs[i] = jobView{Job: j, Truncated: truncated, Sections: sections(j, lines)}, err
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		return map[string]any{"Jobs": jobs, "Graph": jobGraph(run.Jobs)}, nil
+	})
 }
 
 func ended(status string) bool {

@@ -49,6 +49,47 @@ func ansiHTML(s string) template.HTML {
 	return template.HTML(ansi.Line(s)) // #nosec: ansi.Line escapes every character of s
 }
 
+// stream writes a page in two parts: its top (head and menu) at once,
+// then, once rest has gathered the data, its content and bottom. The
+// browser starts on the stylesheet and script while the data is read. A
+// failure of rest after the top went out is shown in the page (the status
+// is already 200).
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, name string, s *sessionInfo, data map[string]any, rest func() (map[string]any, error)) {
+	data["Session"] = s
+	data["Path"] = r.URL.Path
+	t := h.pages[name]
+	var top bytes.Buffer
+	if err := t.ExecuteTemplate(&top, "top", data); err != nil {
+		h.cfg.Log.Error("render dashboard page", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered; see the orchestrator log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(top.Bytes())
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	more, err := rest()
+	var body bytes.Buffer
+	if err == nil {
+		for k, v := range more {
+			data[k] = v
+		}
+		err = t.ExecuteTemplate(&body, "content", data)
+	}
+	if err != nil {
+		h.cfg.Log.Error("dashboard page failed", "page", name, "path", r.URL.Path, "error", err)
+		body.Reset()
+		body.WriteString(`<p class="error" role="alert">`)
+		template.HTMLEscape(&body, []byte("This page could not be completed: "+err.Error()))
+		body.WriteString(`</p>`)
+	}
+	_, _ = w.Write(body.Bytes())
+	_ = t.ExecuteTemplate(w, "bottom", data)
+}
+
 // render writes a page: rendered to a buffer first, so that a template
 // error is a clean 500, not half a page.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, s *sessionInfo, data map[string]any) {
