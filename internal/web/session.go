@@ -122,7 +122,7 @@ func safeNext(next string) string {
 func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBody)
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	next := safeNext(r.PostFormValue("next"))
+	next := safeNext(r.URL.Query().Get("next"))
 	p, err := h.cfg.Tokens.Authenticate(r.Context(), token)
 	if err != nil {
 		status, msg := http.StatusUnauthorized, "that admin token is not valid (missing, unknown, revoked or expired)"
