@@ -48,6 +48,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	closeBrowser() // the browser tests' shared Chromium, if one started (browser_test.go)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
