@@ -132,8 +132,11 @@ func sections(j apiv1.Job, lines []apiv1.LogLine) []section {
 			return sec
 		}
 		sec := &section{Step: step, Title: fmt.Sprintf("step %d", step+1)}
-		if step == apiv1.ProvisioningStep {
+		switch step {
+		case apiv1.ProvisioningStep:
 			sec.Title = "provisioning"
+		case -1:
+			sec.Title = "setup"
 		}
 		for _, st := range j.Steps {
 			if st.Index == step {

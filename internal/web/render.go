@@ -23,6 +23,7 @@ func (h *Handler) parse() error {
 		},
 		"duration": duration,
 		"join":     join,
+		"short":    shortID,
 		"list":     func(items ...string) []string { return items },
 		"ts":       func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
@@ -108,4 +109,13 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// shortID is the end of an id: kici's ids are time-ordered, so their
+// starts are alike for runs made close together, their ends are not.
+func shortID(id string) string {
+	if len(id) <= 8 {
+		return id
+	}
+	return id[len(id)-8:]
 }

@@ -6,6 +6,8 @@
   if (!run || run.dataset.ended === "true" || !window.EventSource) return;
   const id = run.dataset.run;
   const es = new EventSource("/runs/" + encodeURIComponent(id) + "/events");
+  es.addEventListener("open", () => { run.dataset.live = "open"; });
+  es.addEventListener("error", () => { run.dataset.live = "closed"; });
   const setStatus = (el, status) => {
     if (!el || !status) return;
     el.textContent = status;
@@ -21,7 +23,7 @@
     details.open = true;
     details.dataset.step = String(step);
     const summary = document.createElement("summary");
-    summary.textContent = step === -2 ? "provisioning" : "step " + (step + 1);
+    summary.textContent = step === -2 ? "provisioning" : step === -1 ? "setup" : "step " + (step + 1);
     ol = document.createElement("ol");
     ol.className = "log";
     ol.dataset.job = job;
@@ -37,13 +39,14 @@
     for (const l of ev.lines || []) {
       const ol = logOf(ev.job, l.step);
       if (!ol) continue;
-      const n = (count[ev.job] = (count[ev.job] || document.querySelectorAll('ol.log[data-job="' + CSS.escape(ev.job) + '"] li').length) + 1);
+      const n = (count[ev.job] = (count[ev.job] || document.querySelectorAll('ol.log:not(.window)[data-job="' + CSS.escape(ev.job) + '"] li').length) + 1);
       const li = document.createElement("li");
       li.id = ev.job + "-L" + n;
       const a = document.createElement("a");
       a.className = "ln";
       a.href = "#" + li.id;
       a.setAttribute("aria-label", "line " + n);
+      a.dataset.n = String(n);
       const t = document.createElement("time");
       t.textContent = (l.ts || "").slice(11, 23);
       const span = document.createElement("span");
@@ -91,6 +94,7 @@
       a.className = "ln";
       a.href = "#" + li.id;
       a.setAttribute("aria-label", "line " + l.n);
+      a.dataset.n = String(l.n);
       const t = document.createElement("time");
       t.textContent = (l.ts || "").slice(11, 23);
       const span = document.createElement("span");
