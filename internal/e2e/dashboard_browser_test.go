@@ -368,3 +368,61 @@ func imageStats(img image.Image) (colours int, luminance float64) {
 	}
 	return len(seen), sum / float64(max(n, 1))
 }
+
+// TestDashboardLongLogInBrowser: a job of 100,000 lines. Its page holds the
+// first lines only; a link to line 99,990 loads the lines around it and
+// shows that line marked; a search for a line in a step whose section is
+// closed finds it, opens the section, and next/previous move between the
+// matches.
+func TestDashboardLongLogInBrowser(t *testing.T) {
+	t.Parallel()
+	o := startOrchestrator(t, "")
+	o.addRepo(t, map[string]string{"ci.yml": `
+on: {push: {}}
+jobs:
+  long:
+    steps:
+      - {name: first, run: "echo needle-in-a-closed-step; echo needle-twice"}
+      - {name: rows, run: "seq 1 100000 | sed 's/^/row /'"}
+`})
+	startAgent(t, o, "", "long-browser-agent", nil)
+	id := o.push(t)
+	if r := o.waitRun(t, id, 120*time.Second, "the run to end", ended); r.Status != "success" {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	base := "http://" + o.addr
+	tab := newTab(t)
+	do(t, tab, "open the login page", chromedp.Navigate(base+"/login"))
+	browserLogin(t, tab, o.token)
+
+	// Line 99,990 of the job's log: past the page's first 5,000 lines.
+	target := 99990
+	do(t, tab, "open the link to line 99,990", chromedp.Navigate(fmt.Sprintf("%s/runs/%s#long-L%d", base, id, target)))
+	waitJS(t, tab, "line 99,990 loaded and marked",
+		fmt.Sprintf(`(() => { const li = document.getElementById("long-L%d"); return !!li && li.classList.contains("hl"); })()`, target))
+	text := get(t, tab, "read line 99,990", chromedp.Evaluate[string](fmt.Sprintf(`document.getElementById("long-L%d").querySelector(".t").textContent`, target)))
+	// The setup's 2 lines and the first step's 2 come first.
+	if want := fmt.Sprintf("row %d", target-4); text != want {
+		t.Fatalf("line %d reads %q, want %q", target, text, want)
+	}
+	if n := get(t, tab, "count the lines in the page", chromedp.Evaluate[int](`document.querySelectorAll("ol.log li").length`)); n > 5300 {
+		t.Errorf("%d lines in the page, want the first 5,000 and a window", n)
+	}
+
+	// A search for a line of the first step, whose section starts closed.
+	open := get(t, tab, "is the first step open", chromedp.Evaluate[bool](`document.querySelector('details.step[data-step="0"]').open`))
+	if open {
+		t.Fatal("the first step's section is open already; the search would prove nothing")
+	}
+	do(t, tab, "search for the needle",
+		chromedp.SendKeys(chromedp.CSS(`form.logsearch[data-job="long"] input[name=q]`), "NEEDLE"),
+		chromedp.Click(chromedp.CSS(`form.logsearch[data-job="long"] button[type=submit]`)))
+	waitJS(t, tab, "the first match shown", `(() => {
+		const li = document.querySelector("li.hl"); const d = li && li.closest("details");
+		return !!li && li.textContent.includes("needle-in-a-closed-step") && d && d.open; })()`)
+	if got := get(t, tab, "read the counter", chromedp.Evaluate[string](`document.querySelector('form.logsearch[data-job="long"] .found').textContent`)); got != "1 of 2" {
+		t.Errorf("match counter %q, want 1 of 2", got)
+	}
+	do(t, tab, "next match", chromedp.Click(chromedp.CSS(`form.logsearch[data-job="long"] .next`)))
+	waitJS(t, tab, "the second match shown", `(() => { const li = document.querySelector("li.hl"); return !!li && li.textContent.includes("needle-twice"); })()`)
+}

@@ -191,7 +191,7 @@ var knownVars = []string{
 	// admin CLI
 	"KICI_ADMIN_URL", "KICI_ADMIN_TOKEN",
 	// tests
-	"KICI_TEST_DATABASE_URL", "KICI_TEST_REQUIRE_SERVICES",
+	"KICI_TEST_DATABASE_URL", "KICI_TEST_REQUIRE_SERVICES", "KICI_TEST_CHROMIUM",
 }
 
 // ConfigFromEnv reads the configuration from environment variables through
