@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -157,26 +158,37 @@ func (w *fcWorld) leftovers(t *testing.T) []string {
 			out = append(out, "VM dir "+e.Name())
 		}
 	}
-	err := w.ns.do(func() error {
-		links, err := netlink.LinkList()
-		if err != nil {
-			return err
-		}
-		for _, l := range links {
-			if hostnet.IsTapName(l.Attrs().Name) {
-				out = append(out, "TAP "+l.Attrs().Name)
+	dirs := out
+	var err error
+	// The link table may change while it is read (other tests add and
+	// remove links): the kernel then reports the dump interrupted, and it
+	// is read again, as the backend does.
+	for attempt := 1; attempt <= 5; attempt++ {
+		out = slices.Clone(dirs)
+		err = w.ns.do(func() error {
+			links, err := netlink.LinkList()
+			if err != nil {
+				return err
 			}
-		}
-		h, err := hostnet.New(w.netConfig())
-		if err != nil {
+			for _, l := range links {
+				if hostnet.IsTapName(l.Attrs().Name) {
+					out = append(out, "TAP "+l.Attrs().Name)
+				}
+			}
+			h, err := hostnet.New(w.netConfig())
+			if err != nil {
+				return err
+			}
+			addrs, err := h.VMAddrs(context.Background())
+			for _, a := range addrs {
+				out = append(out, "rules of "+a.String())
+			}
 			return err
+		})
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
 		}
-		addrs, err := h.VMAddrs(context.Background())
-		for _, a := range addrs {
-			out = append(out, "rules of "+a.String())
-		}
-		return err
-	})
+	}
 	if err != nil {
 		t.Fatalf("list the namespace's links and rules: %v", err)
 	}

@@ -154,12 +154,15 @@ func (b *Backend) warmFor(req scaler.SpawnRequest) *snapshot {
 	if ws.snap != nil && ws.snap.meta.Fingerprint == fp {
 		return ws.snap
 	}
-	if ws.building {
-		return nil
-	}
+	// A build puts its snapshot in place (one rename) a moment before it
+	// records it here: a snapshot on disk is used even while the build is
+	// still marked running.
 	if s, err := readSnapshot(b.snapshotDir(ls)); err == nil && s.meta.Fingerprint == fp {
 		ws.snap = s
 		return s
+	}
+	if ws.building {
+		return nil
 	}
 	ws.snap = nil
 	if b.cfg.Now().Before(ws.retryAt) {
