@@ -112,6 +112,7 @@ jobs:
           touch %[1]s/started
           while [ ! -e %[1]s/gate1 ]; do sleep 0.1; done
           echo 'after the gate'
+          printf '\033[31mlive red\033[0m\n'
           while [ ! -e %[1]s/gate2 ]; do sleep 0.1; done
 `, marks)})
 	startAgent(t, o, "", "browser-agent", nil)
@@ -185,6 +186,10 @@ jobs:
 	if n := get(t, tab, "count the new line", chromedp.Evaluate[int](logTexts+`.filter(l => l === "after the gate").length`)); n != 1 {
 		t.Errorf("the page shows the new line %d times, want once", n)
 	}
+	// A coloured live line gets its colour from the server a moment later.
+	waitJS(t, tab, "the live coloured line coloured", `(() => {
+		const t = [...document.querySelectorAll("ol.log li .t")].find(e => e.textContent === "live red");
+		return !!t && !!t.querySelector("span.a-fg1"); })()`)
 
 	// An auditor, logged in in a browser context of its own (no cookie of
 	// the admin's), sees the running run without a cancel button.

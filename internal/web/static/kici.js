@@ -33,6 +33,27 @@
     return ol;
   };
   const count = {};
+  // Live lines arrive as plain text; a moment later they are read again
+  // from the server, escaped and coloured, and swapped in where the text
+  // is the same line (so a numbering that went astray changes nothing).
+  const pending = {};
+  const recolour = async (job) => {
+    const nums = pending[job];
+    delete pending[job];
+    if (!nums || !nums.length) return;
+    const from = nums[0], count = Math.min(nums[nums.length - 1] - from + 1, 2000);
+    const resp = await fetch("/runs/" + encodeURIComponent(id) + "/jobs/" + encodeURIComponent(job) +
+      "/lines?from=" + from + "&count=" + count, { credentials: "same-origin" });
+    if (!resp.ok) return;
+    for (const l of (await resp.json()).lines || []) {
+      const li = document.getElementById(job + "-L" + l.n);
+      const span = li && li.querySelector(".t");
+      if (!span || li.closest("ol.window")) continue;
+      const probe = document.createElement("span");
+      probe.innerHTML = l.html; // the server's escaped-then-coloured line
+      if (probe.textContent === span.textContent) span.replaceChildren(...probe.childNodes);
+    }
+  };
   const strip = (s) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "").replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)?/g, "");
   es.addEventListener("log", (e) => {
     const ev = JSON.parse(e.data);
@@ -54,6 +75,11 @@
       span.textContent = strip(l.text);
       li.append(a, t, span);
       ol.append(li);
+      if (!pending[ev.job]) {
+        pending[ev.job] = [];
+        setTimeout(() => recolour(ev.job), 500);
+      }
+      pending[ev.job].push(n);
     }
   });
   // The server dropped events for this viewer: what the page shows may
