@@ -222,7 +222,15 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Workers beat at most every worker.MaxHeartbeat: three of those
 		// without a frame mean a dead or cut-off worker.
 		Config:    peer.Config{IdleTimeout: 3 * worker.MaxHeartbeat},
-		AllowJoin: h.cfg.Joiner != nil})
+		AllowJoin: h.cfg.Joiner != nil,
+		// A revoked worker is refused before its welcome: it never counts
+		// itself connected.
+		Admit: func(ctx context.Context, id string) error {
+			if h.revoked(ctx, id) {
+				return errors.New("this worker was revoked")
+			}
+			return nil
+		}})
 	if err != nil {
 		h.log.Warn("peer refused", "remote", r.RemoteAddr, "error", err)
 		return
@@ -230,10 +238,6 @@ func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := c.PeerID()
 	if id == "" {
 		h.serveJoin(r, c)
-		return
-	}
-	if h.revoked(r.Context(), id) {
-		_ = c.Close()
 		return
 	}
 	h.mu.Lock()

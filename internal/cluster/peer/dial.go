@@ -36,6 +36,10 @@ type ServerConfig struct {
 	// AllowJoin accepts a client without a certificate, whose connection
 	// has an empty PeerID and may only ask to join.
 	AllowJoin bool
+	// Admit, when set, decides on a client with a valid certificate
+	// before it is welcomed: an error closes the connection, and the
+	// client's Dial fails, so it never counts itself connected.
+	Admit func(ctx context.Context, peerID string) error
 }
 
 // ClientConfig is what a worker dials a coordinator with.
@@ -72,6 +76,12 @@ func Accept(w http.ResponseWriter, r *http.Request, cfg ServerConfig) (*Conn, er
 		if id, err = pki.NodeIDOf(certs[0]); err != nil {
 			_ = tc.Close()
 			return nil, fmt.Errorf("accept peer from %s: %w", r.RemoteAddr, err)
+		}
+	}
+	if id != "" && cfg.Admit != nil {
+		if err := cfg.Admit(r.Context(), id); err != nil {
+			_ = tc.Close()
+			return nil, fmt.Errorf("accept peer %s from %s: %w", id, r.RemoteAddr, err)
 		}
 	}
 	c := newConn(tc, id, cfg.Config)
