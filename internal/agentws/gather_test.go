@@ -43,13 +43,19 @@ func TestGatherTakesWhatIsQueued(t *testing.T) {
 func TestGatherWaitsForTheRestOfABurst(t *testing.T) {
 	t.Parallel()
 	msgs := make(chan protocol.Message)
+	returned := make(chan struct{})
 	go func() {
 		time.Sleep(50 * time.Millisecond) // the follower is late, but within the wait
 		msgs <- status(2, true)
 		msgs <- status(3, false)
-		msgs <- status(4, false) // a new burst: not waited for
+		// A new burst, sent only once gather returned: it must not have
+		// waited for it. (Sent at once, gather may take it as already
+		// there, which it is allowed to.)
+		<-returned
+		msgs <- status(4, false)
 	}()
 	got := gather([]protocol.Message{status(1, true)}, msgs, 64, time.Minute)
+	close(returned)
 	if s := seqs(got); len(s) != 3 || s[2] != 3 {
 		t.Fatalf("got seqs %v, want [1 2 3]", s)
 	}
