@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/logs"
@@ -348,7 +347,10 @@ func stepDone(job store.Job, step int) bool {
 
 // runEvents streams a run's status changes and log lines as Server-Sent
 // Events, starting with the run's current status, and ends after the run
-// reaches a final status.
+// reaches a final status. With a start position (Last-Event-ID, else
+// from=; see eventStream) it first sends each job's status and the stored
+// lines past the position; a start position that is not one in the run's
+// logs is a 400.
 func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	flusher, ok := w.(http.Flusher)
@@ -356,65 +358,30 @@ func (s *Server) runEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
+	// Subscribe before anything is read, so that no event falls between
+	// what is read and what is followed.
 	events, stop := s.logs.Subscribe(id)
-	defer stop()
+	st := &eventStream{s: s, ctx: r.Context(), w: w, flusher: flusher, runID: id, events: events, stop: stop}
+	defer func() { st.stop() }()
 	run, err := s.db.GetRun(r.Context(), id)
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("run %q", id), err)
 		return
 	}
-	names := map[string]string{}
-	for _, j := range run.Jobs {
-		names[j.ID] = j.Name
+	start, err := s.startPosition(r, run)
+	var perr *positionError
+	if errors.As(err, &perr) {
+		writeError(w, http.StatusBadRequest, perr.Error())
+		return
 	}
+	if err != nil {
+		s.storeError(w, fmt.Sprintf("logs of run %q", id), err)
+		return
+	}
+	st.setJobs(run, start)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no") // a proxy (nginx) must not hold the stream back
 	w.WriteHeader(http.StatusOK)
-	send := func(ev apiv1.Event) {
-		data, _ := json.Marshal(ev)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Kind, data)
-		flusher.Flush()
-	}
-	send(apiv1.Event{Kind: "run", RunID: id, Status: string(run.Status), Error: run.Error})
-	if runstate.RunTerminal(run.Status) {
-		return
-	}
-	keepAlive := time.NewTicker(15 * time.Second)
-	defer keepAlive.Stop()
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case <-keepAlive.C:
-			fmt.Fprint(w, ": ping\n\n")
-			flusher.Flush()
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			switch ev.Kind {
-			case logs.EventLog:
-				out := apiv1.Event{Kind: "log", RunID: id, JobID: ev.Log.JobID, Job: names[ev.Log.JobID]}
-				step := ev.Log.Step
-				out.Step = &step
-				for _, l := range ev.Log.Lines {
-					out.Lines = append(out.Lines, apiv1.LogLine{Step: step, TS: l.TS, Text: l.Text})
-				}
-				send(out)
-			case logs.EventStatus:
-				var out apiv1.Event
-				if json.Unmarshal(ev.Data, &out) != nil {
-					continue
-				}
-				send(out)
-				if out.Kind == "run" && runstate.RunTerminal(store.RunStatus(out.Status)) {
-					return
-				}
-			case logs.EventLagged:
-				send(apiv1.Event{Kind: "lagged", RunID: id, Error: "events were dropped; reload the run and its logs"})
-				return
-			}
-		}
-	}
+	st.serve(run)
 }
