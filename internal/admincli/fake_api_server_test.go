@@ -366,7 +366,9 @@ func (f *fakeAPI) listRuns(w http.ResponseWriter, r *http.Request) {
 	limit, _ := strconv.Atoi(q.Get("limit"))
 	for _, id := range fakeRunList {
 		run := fakeRuns[id]
-		if (q.Get("status") != "" && run.Status != q.Get("status")) || (q.Get("source") != "" && run.Source != q.Get("source")) {
+		if (q.Get("status") != "" && run.Status != q.Get("status")) || (q.Get("source") != "" && run.Source != q.Get("source")) ||
+			(q.Get("workflow") != "" && run.Workflow != q.Get("workflow")) ||
+			(q.Get("branch") != "" && run.Ref != q.Get("branch") && run.Ref != "refs/heads/"+q.Get("branch")) {
 			continue
 		}
 		if limit > 0 && len(rl.Runs) == limit {

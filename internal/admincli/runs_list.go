@@ -14,20 +14,23 @@ import (
 
 // runsListFlags are the options of `kici-admin runs list`.
 type runsListFlags struct {
-	status string
-	source string
-	limit  int
-	output string
+	status   string
+	source   string
+	workflow string
+	branch   string
+	limit    int
+	output   string
 }
 
 func newRunsListCmd(a *app) *cobra.Command {
 	var f runsListFlags
 	cmd := &cobra.Command{
-		Use:     "list [--status S] [--source NAME] [--limit N]",
+		Use:     "list [--status S] [--source NAME] [--workflow W] [--branch B] [--limit N]",
 		Aliases: []string{"ls"},
 		Short:   "List runs, newest first",
 		Example: `  kici-admin runs list
   kici-admin runs list --status failure --source hello --limit 5
+  kici-admin runs list --workflow ci.yml --branch main
   kici-admin runs list -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -43,6 +46,12 @@ func newRunsListCmd(a *app) *cobra.Command {
 			}
 			if f.source != "" {
 				q.Set("source", f.source)
+			}
+			if f.workflow != "" {
+				q.Set("workflow", f.workflow)
+			}
+			if f.branch != "" {
+				q.Set("branch", f.branch)
 			}
 			if f.limit < 0 {
 				return usagef("--limit %d: want 0 or more", f.limit)
@@ -80,6 +89,8 @@ func newRunsListCmd(a *app) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.status, "status", "", "only runs in `STATUS`: "+strings.Join(runStatuses, ", "))
 	fl.StringVar(&f.source, "source", "", "only runs of source `NAME`")
+	fl.StringVar(&f.workflow, "workflow", "", "only runs of workflow `W` (as runs list shows it)")
+	fl.StringVar(&f.branch, "branch", "", "only runs of branch `B` (its name, or refs/heads/B)")
 	fl.IntVar(&f.limit, "limit", 0, "at most `N` runs (0: the server's default)")
 	addOutputFlag(cmd, &f.output)
 	return cmd

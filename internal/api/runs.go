@@ -57,7 +57,8 @@ func eventActor(raw json.RawMessage) string {
 
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.RunFilter{Status: store.RunStatus(q.Get("status")), Source: q.Get("source"), Limit: 50}
+	f := store.RunFilter{Status: store.RunStatus(q.Get("status")), Source: q.Get("source"),
+		Workflow: q.Get("workflow"), Branch: strings.TrimPrefix(q.Get("branch"), "refs/heads/"), Limit: 50}
 	if f.Status != "" && !slices.Contains(runStatuses, f.Status) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("status %q: want one of awaiting_approval, pending, running, success, failure, cancelled", f.Status))
 		return

@@ -563,8 +563,12 @@ func (tx *Tx) listJobs(ctx context.Context, where string, args ...any) ([]Job, e
 
 // RunFilter selects runs for ListRuns. Zero fields do not filter.
 type RunFilter struct {
-	Status RunStatus
-	Source string
+	Status   RunStatus
+	Source   string
+	Workflow string
+	// Branch matches a run whose ref is the branch's name or
+	// refs/heads/<name>.
+	Branch string
 	// Limit caps the number of runs; zero means 50, and more than 1000
 	// means 1000.
 	Limit int
@@ -583,6 +587,14 @@ func (q *queries) ListRuns(ctx context.Context, f RunFilter) ([]Run, error) {
 	if f.Source != "" {
 		where = append(where, "source = ?")
 		args = append(args, f.Source)
+	}
+	if f.Workflow != "" {
+		where = append(where, "workflow = ?")
+		args = append(args, f.Workflow)
+	}
+	if f.Branch != "" {
+		where = append(where, "(ref = ? OR ref = ?)")
+		args = append(args, f.Branch, "refs/heads/"+f.Branch)
 	}
 	query := "SELECT " + runColumns + " FROM runs"
 	if len(where) > 0 {

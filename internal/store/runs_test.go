@@ -284,8 +284,13 @@ func TestListRuns(t *testing.T) {
 		for i, source := range []string{"a", "b", "a", "a"} {
 			nr := testRun(testJob("build", nil))
 			nr.Source = source
-			if i == 2 {
+			nr.Workflow, nr.Ref = "ci.yml", "refs/heads/main"
+			switch i {
+			case 1:
+				nr.Ref = "main" // a manual run's ref can be the bare name
+			case 2:
 				nr.Status = RunRunning
+				nr.Workflow, nr.Ref = "deploy.yml", "refs/heads/mainline"
 			}
 			run, err := db.CreateRun(ctx, nr)
 			if err != nil {
@@ -304,6 +309,9 @@ func TestListRuns(t *testing.T) {
 			{name: "by source and status", filter: RunFilter{Source: "b", Status: RunPending}, want: []string{ids[1]}},
 			{name: "limit", filter: RunFilter{Limit: 2}, want: []string{ids[3], ids[2]}},
 			{name: "no match", filter: RunFilter{Source: "c"}, want: nil},
+			{name: "by workflow", filter: RunFilter{Workflow: "deploy.yml"}, want: []string{ids[2]}},
+			{name: "by branch, either spelling of the ref", filter: RunFilter{Branch: "main"}, want: []string{ids[3], ids[1], ids[0]}},
+			{name: "by branch and source", filter: RunFilter{Branch: "mainline", Source: "a"}, want: []string{ids[2]}},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
