@@ -305,18 +305,26 @@ jobs:
 	if r := o.waitRun(t, ci, 60*time.Second, "the ci run to end", ended); r.Status != "failure" {
 		t.Fatalf("the ci run ended %s, want failure", r.Status)
 	}
+	base := "http://" + o.addr
+	tab := newTab(t)
+	do(t, tab, "size the window", chromedp.EmulateViewport(1280, 800))
+	do(t, tab, "open the login page", chromedp.Navigate(base+"/login"))
+	browserLogin(t, tab, o.token)
+
+	// The queue page, open before the gpu job is queued, shows it without
+	// a reload: its table follows the queue.
+	do(t, tab, "open the queue page", chromedp.Navigate(base+"/queue"), chromedp.WaitVisible(chromedp.ID("queue")),
+		chromedp.Evaluate[chromedp.Void](`window.kiciTestMark = "no reload"`))
 	gpu := trigger("gpu")
 	waitFor(t, 30*time.Second, "the gpu job in the queue", func() bool {
 		var q apiv1.Queue
 		o.api(t, "GET", "/api/v1/queue", nil, &q, http.StatusOK)
 		return slices.ContainsFunc(q.Jobs, func(j apiv1.QueueEntry) bool { return j.RunID == gpu })
 	})
-
-	base := "http://" + o.addr
-	tab := newTab(t)
-	do(t, tab, "size the window", chromedp.EmulateViewport(1280, 800))
-	do(t, tab, "open the login page", chromedp.Navigate(base+"/login"))
-	browserLogin(t, tab, o.token)
+	waitJS(t, tab, "the open queue page to show the gpu job", `document.querySelector('#queue a[href="/runs/`+gpu+`"]') !== null`)
+	if mark := get(t, tab, "read the mark", chromedp.Evaluate[string](`String(window.kiciTestMark)`)); mark != "no reload" {
+		t.Errorf("the queue page was reloaded to show the new job (mark %q)", mark)
+	}
 
 	pages := []struct{ name, path, ready string }{
 		{"runs", "/runs", `#runs tr[data-run="` + ci + `"]`},
@@ -374,45 +382,100 @@ func imageStats(img image.Image) (colours int, luminance float64) {
 	return len(seen), sum / float64(max(n, 1))
 }
 
-// TestDashboardLongLogInBrowser: a job of 100,000 lines. Its page holds the
-// first lines only; a link to line 99,990 loads the lines around it and
-// shows that line marked; a search for a line in a step whose section is
-// closed finds it, opens the section, and next/previous move between the
-// matches.
+// TestDashboardLongLogInBrowser: a job prints 100,000 lines while its page
+// is open in follow mode. The lines stream in live, the newest stays in
+// view, and the page never holds more than a window of them in its DOM.
+// Then a link to line 99,990 shows that line marked (in the open page, and
+// in a page opened on the link, which holds the log's first lines only); a
+// range link marks its lines; a search for a line in a step whose section
+// is closed finds it, opens the section, and next/previous move between
+// the matches.
 func TestDashboardLongLogInBrowser(t *testing.T) {
 	t.Parallel()
 	o := startOrchestrator(t, "")
-	o.addRepo(t, map[string]string{"ci.yml": `
+	marks := t.TempDir()
+	o.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
 on: {push: {}}
 jobs:
   long:
     steps:
       - {name: first, run: "echo needle-in-a-closed-step; echo needle-twice"}
-      - {name: rows, run: "seq 1 100000 | sed 's/^/row /'"}
-`})
+      - name: rows
+        run: |
+          touch %[1]s/started
+          while [ ! -e %[1]s/gate ]; do sleep 0.1; done
+          seq 1 100000 | sed 's/^/row /'
+`, marks)})
 	startAgent(t, o, "", "long-browser-agent", nil)
 	id := o.push(t)
-	if r := o.waitRun(t, id, 120*time.Second, "the run to end", ended); r.Status != "success" {
-		t.Fatalf("run: %s (%s)", r.Status, r.Error)
-	}
+	waitFor(t, 60*time.Second, "the rows step to start", func() bool { return fileExists(filepath.Join(marks, "started")) })
 	base := "http://" + o.addr
 	tab := newTab(t)
 	do(t, tab, "open the login page", chromedp.Navigate(base+"/login"))
 	browserLogin(t, tab, o.token)
+	do(t, tab, "open the run page", chromedp.Navigate(base+"/runs/"+id), chromedp.WaitVisible(chromedp.ID("follow")))
+	waitJS(t, tab, "the event stream open", `document.getElementById("run").dataset.live === "open"`)
+	do(t, tab, "turn follow on", chromedp.Click(chromedp.ID("follow")))
+	if err := touch(filepath.Join(marks, "gate")); err != nil {
+		t.Fatal(err)
+	}
 
-	// Line 99,990 of the job's log: past the page's first 5,000 lines.
+	// The setup's 2 lines and the first step's 2 come first: row k is
+	// line k+4, and the last is line 100,004.
+	const last = 100004
+	type state struct {
+		Live    string `json:"live"`
+		Total   int    `json:"total"`
+		InDOM   int    `json:"inDOM"`
+		MaxDOM  int    `json:"maxDOM"`
+		Last    string `json:"last"`
+		InView  bool   `json:"inView"`
+		Counted string `json:"counted"`
+	}
+	// Sample the DOM's size while the lines stream in.
+	do(t, tab, "watch the DOM's size", chromedp.Evaluate[chromedp.Void](`window.kiciMaxDOM = 0;
+		window.kiciWatch = setInterval(() => { window.kiciMaxDOM = Math.max(window.kiciMaxDOM, document.querySelectorAll("ol.log li").length); }, 50);`))
+	read := `(() => {
+		const li = document.getElementById("long-L` + fmt.Sprint(last) + `");
+		const r = li && li.getBoundingClientRect();
+		return {live: document.getElementById("run").dataset.live, total: window.kiciJobs.get("long").total,
+			inDOM: document.querySelectorAll("ol.log li").length, maxDOM: window.kiciMaxDOM,
+			last: li ? li.querySelector(".t").textContent : "",
+			inView: !!r && r.bottom <= window.innerHeight + 1 && r.top >= 0,
+			counted: document.querySelector('details.step[data-step="1"] summary .count').textContent};
+	})()`
+	if r := o.waitRun(t, id, 180*time.Second, "the run to end", ended); r.Status != "success" {
+		t.Fatalf("run: %s (%s)", r.Status, r.Error)
+	}
+	waitJS(t, tab, "the last line streamed in and in view", `(() => { const s = `+read+`; return s.live === "ended" && s.last === "row 100000" && s.inView; })()`)
+	st := get(t, tab, "read the page's state", chromedp.Evaluate[state](read))
+	if st.Total != last || st.Counted != "100000 lines" {
+		t.Errorf("the page counts %d lines (rows step: %q), want %d (100000 lines): a line was lost or shown twice", st.Total, st.Counted, last)
+	}
+	if st.MaxDOM > 1500 || st.InDOM > 1500 {
+		t.Errorf("the page held up to %d lines in its DOM (%d now), want a window (at most 1,500)", st.MaxDOM, st.InDOM)
+	}
+
+	// Line 99,990 by link, in the open page.
 	target := 99990
-	do(t, tab, "open the link to line 99,990", chromedp.Navigate(fmt.Sprintf("%s/runs/%s#long-L%d", base, id, target)))
-	waitJS(t, tab, "line 99,990 loaded and marked",
-		fmt.Sprintf(`(() => { const li = document.getElementById("long-L%d"); return !!li && li.classList.contains("hl"); })()`, target))
-	text := get(t, tab, "read line 99,990", chromedp.Evaluate[string](fmt.Sprintf(`document.getElementById("long-L%d").querySelector(".t").textContent`, target)))
-	// The setup's 2 lines and the first step's 2 come first.
-	if want := fmt.Sprintf("row %d", target-4); text != want {
-		t.Fatalf("line %d reads %q, want %q", target, text, want)
+	want := fmt.Sprintf("row %d", target-4)
+	markedLine := fmt.Sprintf(`(() => { const li = document.getElementById("long-L%d"); return !!li && li.classList.contains("hl") && li.querySelector(".t").textContent === %q; })()`, target, want)
+	do(t, tab, "follow off, then the link", chromedp.Click(chromedp.ID("follow")),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`location.hash = "#long-L%d"`, target)))
+	waitJS(t, tab, "line 99,990 shown and marked", markedLine)
+
+	// The same link in a page opened on it: that page holds the log's
+	// first lines only, and its script asks for the rest.
+	do(t, tab, "open the link to line 99,990", chromedp.Navigate(fmt.Sprintf("%s/runs/%s#long-L%d", base, id, target)), chromedp.Reload())
+	waitJS(t, tab, "line 99,990 loaded and marked", markedLine)
+	if n := get(t, tab, "count the lines in the page", chromedp.Evaluate[int](`document.querySelectorAll("ol.log li").length`)); n > 1500 {
+		t.Errorf("%d lines in the page's DOM, want a window (at most 1,500)", n)
 	}
-	if n := get(t, tab, "count the lines in the page", chromedp.Evaluate[int](`document.querySelectorAll("ol.log li").length`)); n > 5300 {
-		t.Errorf("%d lines in the page, want the first 5,000 and a window", n)
-	}
+	// A range link marks every line of the range.
+	do(t, tab, "open a range link", chromedp.Evaluate[chromedp.Void](`location.hash = "#long-L50000-L50003"`))
+	waitJS(t, tab, "lines 50,000 to 50,003 marked", `(() => {
+		const hl = [...document.querySelectorAll("li.hl")].map(li => li.id);
+		return hl.join(",") === "long-L50000,long-L50001,long-L50002,long-L50003"; })()`)
 
 	// A search for a line of the first step, whose section starts closed.
 	open := get(t, tab, "is the first step open", chromedp.Evaluate[bool](`document.querySelector('details.step[data-step="0"]').open`))

@@ -151,6 +151,21 @@ jobs:
 		if p := b.get("/runs"); !strings.Contains(p.body, `href="/runs/`+id+`"`) {
 			t.Errorf("the runs page does not link run %s", id)
 		}
+		r := o.run(t, id)
+		branch := strings.TrimPrefix(r.Ref, "refs/heads/")
+		for _, f := range []struct {
+			query string
+			shown bool
+		}{
+			{"?workflow=" + url.QueryEscape(r.Workflow) + "&branch=" + url.QueryEscape(branch), true},
+			{"?branch=" + url.QueryEscape(r.Ref), true},
+			{"?branch=no-such-branch", false},
+			{"?workflow=no-such-workflow&status=running", false},
+		} {
+			if p := b.get("/runs" + f.query); strings.Contains(p.body, `href="/runs/`+id+`"`) != f.shown {
+				t.Errorf("the runs page filtered by %s: shows run %s %t, want %t", f.query, id, !f.shown, f.shown)
+			}
+		}
 		run := b.get("/runs/" + id)
 		if strings.Contains(run.body, "<script>alert(1)") || !strings.Contains(run.body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 			t.Errorf("the <script> line is not shown as text:\n%s", run.body)

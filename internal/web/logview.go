@@ -48,6 +48,31 @@ type jobIndex struct {
 	end     string
 	endLine int
 	done    bool
+	// spans are the job's sections (a step's run of lines), in order,
+	// for its lines 1 to known.
+	spans []span
+	known int
+}
+
+// span is a run of consecutive lines of one step.
+type span struct {
+	Step  int `json:"step"`
+	From  int `json:"from"`
+	Count int `json:"count"`
+}
+
+// note records that line n belongs to step, when n extends the lines
+// whose steps are known.
+func (idx *jobIndex) note(n, step int) {
+	if n != idx.known+1 {
+		return
+	}
+	idx.known = n
+	if k := len(idx.spans); k > 0 && idx.spans[k-1].Step == step {
+		idx.spans[k-1].Count++
+		return
+	}
+	idx.spans = append(idx.spans, span{Step: step, From: n, Count: 1})
 }
 
 // logIndex remembers the checkpoints of the jobs read lately (LRU).
@@ -111,6 +136,7 @@ func (h *Handler) scan(ctx context.Context, s *sessionInfo, runID, job string, f
 			idx.points = append(idx.points, checkpoint{line: n, cursor: cursor})
 		}
 		for _, l := range page.Lines {
+			idx.note(n, l.Step)
 			if !visit(numbered{N: n, Line: l}) {
 				return max(n, idx.endLine), idx.done, nil
 			}
@@ -163,6 +189,43 @@ func (h *Handler) lines(w http.ResponseWriter, r *http.Request, s *sessionInfo) 
 	}
 	out.Total, out.Done = total, done
 	writeJSON(w, out)
+}
+
+// outline answers a job's sections (the lines of each step: the first
+// one's number and how many), its number of lines, and the position where
+// its stored log ends now (what the run's event stream takes as from=).
+// It reads the whole log once; later calls read only what was added.
+func (h *Handler) outline(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	runID, job := r.PathValue("id"), r.PathValue("job")
+	idx := h.index.get(runID + "\x00" + job)
+	idx.mu.Lock()
+	from := idx.known + 1
+	idx.mu.Unlock()
+	total, done, err := h.scan(r.Context(), s, runID, job, from, func(numbered) bool { return true })
+	if err != nil {
+		h.jsonFail(w, err)
+		return
+	}
+	idx.mu.Lock()
+	out := struct {
+		Sections []span `json:"sections"`
+		Total    int    `json:"total"`
+		Done     bool   `json:"done"`
+		Pos      string `json:"pos"`
+	}{Sections: append([]span{}, idx.spans...), Total: total, Done: done, Pos: streamPos(idx.end)}
+	idx.mu.Unlock()
+	writeJSON(w, out)
+}
+
+// streamPos turns a logs cursor ("<step>:<offset>") into a job's entry
+// of the event stream's position, which leaves the provisioning section
+// (step -2) out: a cursor still in it is the start of the setup's log.
+func streamPos(cursor string) string {
+	step, _, ok := strings.Cut(cursor, ":")
+	if !ok || step == "-2" {
+		return "-1:0"
+	}
+	return cursor
 }
 
 // search answers the numbers of the lines of a job's whole stored log

@@ -21,12 +21,12 @@ const maxPageLines = 5000
 
 func (h *Handler) runs(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	q := url.Values{}
-	status, source := r.URL.Query().Get("status"), r.URL.Query().Get("source")
-	if status != "" {
-		q.Set("status", status)
-	}
-	if source != "" {
-		q.Set("source", source)
+	filters := map[string]string{}
+	for _, k := range []string{"status", "source", "workflow", "branch"} {
+		if v := r.URL.Query().Get(k); v != "" {
+			q.Set(k, v)
+			filters[k] = v
+		}
 	}
 	q.Set("limit", "100")
 	var list apiv1.RunList
@@ -34,7 +34,7 @@ func (h *Handler) runs(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 		h.fail(w, r, s, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "runs", s, map[string]any{"Runs": list.Runs, "Status": status, "Source": source,
+	h.render(w, r, http.StatusOK, "runs", s, map[string]any{"Runs": list.Runs, "Filter": filters,
 		"Statuses": []string{apiv1.RunAwaitingApproval, apiv1.RunPending, apiv1.RunRunning, apiv1.RunSuccess, apiv1.RunFailure, apiv1.RunCancelled}})
 }
 
@@ -43,6 +43,12 @@ type jobView struct {
 	apiv1.Job
 	Sections  []section
 	Truncated bool
+	// Idx is the job's index in the run, Total its lines on the page,
+	// Pos where those lines end in the event stream's terms ("" when
+	// truncated: the script asks the outline).
+	Idx   int
+	Total int
+	Pos   string
 }
 
 // section is one step's (or the provisioning's) lines.
@@ -52,6 +58,8 @@ type section struct {
 	Status string
 	Lines  []lineView
 	Failed bool
+	// From is the number its first line has (or would have).
+	From int
 }
 
 // lineView is a line as the page shows it: its number in the job's log
@@ -80,8 +88,11 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				lines, truncated, err := h.jobLines(r, s, run.ID, j.Name)
-				jobs[i], errs[i] = jobView{Job: j, Truncated: truncated, Sections: sections(j, lines)}, err
+				lines, truncated, next, err := h.jobLines(r, s, run.ID, j.Name)
+				jobs[i], errs[i] = jobView{Job: j, Truncated: truncated, Sections: sections(j, lines), Idx: i, Total: len(lines)}, err
+				if !truncated {
+					jobs[i].Pos = streamPos(next)
+				}
 			})
 		}
 		wg.Wait()
@@ -100,26 +111,27 @@ func ended(status string) bool {
 	return false
 }
 
-// jobLines reads a job's stored lines, up to maxPageLines.
-func (h *Handler) jobLines(r *http.Request, s *sessionInfo, runID, job string) ([]apiv1.LogLine, bool, error) {
+// jobLines reads a job's stored lines, up to maxPageLines, and the
+// cursor after them.
+func (h *Handler) jobLines(r *http.Request, s *sessionInfo, runID, job string) ([]apiv1.LogLine, bool, string, error) {
 	var out []apiv1.LogLine
 	cursor := ""
 	for range 1000 {
 		var page apiv1.LogPage
 		path := fmt.Sprintf("/api/v1/runs/%s/jobs/%s/logs?cursor=%s", pathEscape(runID), pathEscape(job), url.QueryEscape(cursor))
 		if err := h.call(r.Context(), s.Principal, http.MethodGet, path, nil, &page); err != nil {
-			return nil, false, err
+			return nil, false, "", err
 		}
 		out = append(out, page.Lines...)
 		if len(out) >= maxPageLines {
-			return out[:maxPageLines], true, nil
+			return out[:maxPageLines], true, "", nil
 		}
 		if page.Done || len(page.Lines) == 0 || page.Next == cursor {
-			return out, false, nil
+			return out, false, page.Next, nil
 		}
 		cursor = page.Next
 	}
-	return out, true, nil
+	return out, true, "", nil
 }
 
 // sections groups a job's lines by step, in step order, the provisioning
@@ -157,8 +169,15 @@ func sections(j apiv1.Job, lines []apiv1.LogLine) []section {
 	}
 	sort.SliceStable(order, func(a, b int) bool { return order[a] < order[b] })
 	out := make([]section, 0, len(order))
+	next := 1
 	for _, st := range order {
-		out = append(out, *byStep[st])
+		sec := *byStep[st]
+		sec.From = next
+		if len(sec.Lines) > 0 {
+			sec.From = sec.Lines[0].N
+			next = sec.Lines[len(sec.Lines)-1].N + 1
+		}
+		out = append(out, sec)
 	}
 	return out
 }

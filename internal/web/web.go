@@ -94,7 +94,7 @@ type Handler struct {
 var Routes = []string{
 	"GET /", "GET /login", "POST /login", "POST /logout",
 	"GET /runs", "GET /runs/{id}", "POST /runs/{id}/cancel", "GET /runs/{id}/events",
-	"GET /runs/{id}/jobs/{job}/lines", "GET /runs/{id}/jobs/{job}/search", "GET /runs/{id}/jobs/{job}/raw",
+	"GET /runs/{id}/jobs/{job}/lines", "GET /runs/{id}/jobs/{job}/outline", "GET /runs/{id}/jobs/{job}/search", "GET /runs/{id}/jobs/{job}/raw",
 	"POST /runs/{id}/rerun", "POST /runs/{id}/approve",
 	"GET /queue", "GET /agents", "GET /scalers", "GET /sources", "GET /peers", "GET /audit", "GET /secrets",
 	"POST /agents/{id}/drain", "POST /agents/{id}/undrain", "POST /scalers/orphans/stop", "POST /sources/{name}/trigger",
@@ -125,6 +125,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("POST /runs/{id}/cancel", h.withSession(h.cancel))
 	h.mux.HandleFunc("GET /runs/{id}/events", h.withSession(h.events))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/lines", h.withSession(h.lines))
+	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/outline", h.withSession(h.outline))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/search", h.withSession(h.search))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/raw", h.withSession(h.raw))
 	h.mux.HandleFunc("POST /runs/{id}/rerun", h.withSession(h.rerun))
