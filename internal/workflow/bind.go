@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"maps"
-	"strings"
 )
 
 // RuntimeEnv returns the variables that carry an event and the manual
@@ -26,27 +25,16 @@ func RuntimeEnv(ev EventVars, inputs map[string]string) map[string]string {
 // environment. Values are inserted as they are, in a single pass, so an
 // event value that itself looks like a reference stays literal text.
 func (j Job) Bind(ev EventVars, inputs map[string]string) Job {
-	fill := func(s string) string {
-		if !strings.Contains(s, "${{") {
-			return s
-		}
-		return interpRE.ReplaceAllStringFunc(s, func(m string) string {
-			ns, key, ok := parseRef(strings.TrimSpace(m[3 : len(m)-2]))
-			switch {
-			case !ok:
-				return m
-			case ns == "event":
-				return ev.field(key)
-			case ns == "inputs":
-				return inputs[key]
-			}
-			return m
-		})
-	}
+	fill := func(s string) string { return bindString(s, ev, inputs) }
 	out := j
 	out.Env = RuntimeEnv(ev, inputs)
 	for k, v := range j.Env {
 		out.Env[k] = fill(v)
+	}
+	if j.Concurrency != nil {
+		c := *j.Concurrency
+		c.Group = c.BindGroup(ev, inputs)
+		out.Concurrency = &c
 	}
 	out.Steps = make([]Step, len(j.Steps))
 	for i, s := range j.Steps {

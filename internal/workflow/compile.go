@@ -221,6 +221,15 @@ func (p *fileParser) build(raw *rawWorkflow, f File) *Workflow {
 	if len(wfEnv) > 0 {
 		wf.Env = wfEnv
 	}
+	if raw.concurrency != nil {
+		c := *raw.concurrency
+		g, problems := interpolate(c.Group, interpScope{env: wfEnv, inputs: raw.inputs}, modeDeferred)
+		for _, m := range problems {
+			p.errorf(raw.concurrencyN, "concurrency: %s", m)
+		}
+		c.Group = g
+		wf.Concurrency = &c
+	}
 
 	byName := map[string]*rawJob{}
 	for _, j := range raw.jobs {
@@ -609,6 +618,7 @@ func (p *fileParser) buildJob(j *rawJob, combos map[string][]map[string]string, 
 				job.RunsOn = append(job.RunsOn, v)
 			}
 		}
+		p.buildFeatures(&job, j, c, merged, raw.inputs, what)
 		for i, s := range j.steps {
 			job.Steps = append(job.Steps, p.buildStep(s, fmt.Sprintf("%s.steps[%d]", what, i), c, merged, raw.inputs))
 		}

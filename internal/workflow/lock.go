@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrLockVersion is returned (wrapped) by ParseLock for a lock file written
@@ -64,6 +65,9 @@ func (p *Plan) Check() error {
 
 // Check verifies one workflow; see Plan.Check.
 func (wf *Workflow) Check() error {
+	if c := wf.Concurrency; c != nil && (strings.TrimSpace(c.Group) == "" || len(c.Group) > maxGroupLen) {
+		return fmt.Errorf("workflow %q: concurrency group must have 1 to %d bytes", wf.Name, maxGroupLen)
+	}
 	jobs := make(map[string]*Job, len(wf.Jobs))
 	for i := range wf.Jobs {
 		j := &wf.Jobs[i]
@@ -75,6 +79,9 @@ func (wf *Workflow) Check() error {
 		}
 		if len(j.Steps) == 0 {
 			return fmt.Errorf("workflow %q: job %q has no steps", wf.Name, j.Name)
+		}
+		if err := j.checkFeatures(); err != nil {
+			return fmt.Errorf("workflow %q: %w", wf.Name, err)
 		}
 		jobs[j.Name] = j
 	}

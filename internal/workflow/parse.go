@@ -23,6 +23,9 @@ type rawWorkflow struct {
 	// node; past the limit the jobs are not read.
 	jobCount int
 	jobsN    *yaml.Node
+	// concurrency is the workflow-level group.
+	concurrency  *Concurrency
+	concurrencyN *yaml.Node
 }
 
 type envEntry struct {
@@ -52,6 +55,13 @@ type rawJob struct {
 	continueOnError bool
 	secrets         []string
 	steps           []*rawStep
+	concurrency     *Concurrency
+	concurrencyN    *yaml.Node
+	retry           *Retry
+	environment     string
+	image           *Container
+	imageN          *yaml.Node
+	services        []rawService
 }
 
 type rawStep struct {
@@ -77,10 +87,12 @@ type matrixDim struct {
 }
 
 type rawMatrix struct {
-	n       *yaml.Node
-	dims    []matrixDim
-	include []matrixEntry
-	exclude []matrixEntry
+	failFast    bool
+	maxParallel int
+	n           *yaml.Node
+	dims        []matrixDim
+	include     []matrixEntry
+	exclude     []matrixEntry
 }
 
 type matrixEntry struct {
@@ -112,7 +124,7 @@ func (p *fileParser) parseFile(src []byte, defaultName string) *rawWorkflow {
 	if !ok {
 		return nil
 	}
-	p.checkKeys(pairs, "workflow", "name", "on", "env", "jobs")
+	p.checkKeys(pairs, "workflow", "name", "on", "env", "jobs", "concurrency")
 	wf := &rawWorkflow{name: defaultName, inputs: map[string]bool{}}
 	var haveOn, haveJobs bool
 	for _, kv := range pairs {
@@ -132,6 +144,8 @@ func (p *fileParser) parseFile(src []byte, defaultName string) *rawWorkflow {
 		case "jobs":
 			haveJobs = true
 			p.parseJobs(kv.value, wf)
+		case "concurrency":
+			wf.concurrency, wf.concurrencyN = p.parseConcurrency(kv.value, "concurrency")
 		}
 	}
 	if !haveOn {
@@ -445,7 +459,8 @@ func (p *fileParser) parseJob(kv pair) *rawJob {
 	if !ok {
 		return j
 	}
-	p.checkKeys(fields, what, "runs-on", "needs", "if", "matrix", "env", "timeout", "continue-on-error", "secrets", "steps")
+	p.checkKeys(fields, what, "runs-on", "needs", "if", "matrix", "env", "timeout", "continue-on-error", "secrets", "steps",
+		"concurrency", "retry", "environment", "image", "services")
 	haveSteps := false
 	for _, f := range fields {
 		fw := what + "." + f.key
@@ -479,6 +494,21 @@ func (p *fileParser) parseJob(kv pair) *rawJob {
 		case "steps":
 			haveSteps = true
 			j.steps = p.parseSteps(f.value, fw)
+		case "concurrency":
+			j.concurrency, j.concurrencyN = p.parseConcurrency(f.value, fw)
+		case "retry":
+			j.retry = p.parseRetry(f.value, fw)
+		case "environment":
+			j.environment, _ = p.str(f.value, fw)
+			if j.environment != "" && !ValidEnvironment(j.environment) {
+				p.errorf(f.value, "%s: invalid environment name %q: use up to 64 letters, digits, _, . and -, starting with a letter or digit", fw, j.environment)
+			}
+		case "image":
+			if c, _, ok := p.parseContainer(f.value, fw); ok {
+				j.image, j.imageN = &c, f.value
+			}
+		case "services":
+			j.services = p.parseServices(f.value, fw)
 		}
 	}
 	if !haveSteps {
@@ -538,6 +568,8 @@ func (p *fileParser) parseMatrix(n *yaml.Node, what string) *rawMatrix {
 	m := &rawMatrix{n: resolve(n)}
 	for _, kv := range pairs {
 		switch kv.key {
+		case "fail-fast", "max-parallel":
+			p.parseMatrixOption(m, kv, what)
 		case "include", "exclude":
 			entries := p.matrixEntries(kv.value, what+"."+kv.key)
 			if kv.key == "include" {

@@ -36,6 +36,9 @@ type Workflow struct {
 	Triggers []Trigger `json:"triggers"`
 	// Env is the workflow-level environment, already interpolated.
 	Env map[string]string `json:"env,omitempty"`
+	// Concurrency, when set, puts each run of the workflow in a group of
+	// which one run goes on at a time.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
 	// Jobs are in file order, with matrix jobs expanded in place.
 	Jobs []Job `json:"jobs"`
 }
@@ -128,7 +131,27 @@ type Job struct {
 	ContinueOnError bool `json:"continueOnError,omitempty"`
 	// Secrets names the secrets the job receives as environment variables.
 	Secrets []string `json:"secrets,omitempty"`
-	Steps   []Step   `json:"steps"`
+	// Concurrency, when set, puts the job in a group of which one job
+	// runs at a time.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// Retry is the job's retry policy; nil means DefaultRetry (see
+	// EffectiveRetry).
+	Retry *Retry `json:"retry,omitempty"`
+	// Environment names the deployment environment the job runs in: its
+	// secrets come from the environment's scope, and the environment may
+	// require an approval before the job starts.
+	Environment string `json:"environment,omitempty"`
+	// Image, when set, is the container the steps run in (on an agent with
+	// Docker), the workspace mounted.
+	Image *Container `json:"image,omitempty"`
+	// Services are sidecar containers started before the steps.
+	Services []Service `json:"services,omitempty"`
+	// FailFast (a matrix job) cancels the combinations of the same base
+	// job still queued or running when one fails; MaxParallel (when not
+	// 0) bounds how many of them run at once.
+	FailFast    bool   `json:"failFast,omitempty"`
+	MaxParallel int    `json:"maxParallel,omitempty"`
+	Steps       []Step `json:"steps"`
 }
 
 // Need is one upstream of a job.
