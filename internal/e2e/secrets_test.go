@@ -242,3 +242,45 @@ func findInPostgres(t *testing.T, dbURL, s string) string {
 	}
 	return ""
 }
+
+// TestUnsetSecretFailsTheRunBeforeAnyJob: a workflow whose deploy job
+// declares a secret nobody set fails when the push creates it: the run's
+// error names the secret and the job, and no job reaches the agent (the
+// build job's step, which would leave a mark, never runs).
+func TestUnsetSecretFailsTheRunBeforeAnyJob(t *testing.T) {
+	t.Parallel()
+	o := startOrchestrator(t, "")
+	marks := t.TempDir()
+	o.addRepo(t, map[string]string{"ci.yml": fmt.Sprintf(`
+on: {push: {}}
+jobs:
+  build:
+    steps:
+      - run: touch %s/build-ran
+  deploy:
+    needs: [build]
+    secrets: [NEVER_SET_TOKEN]
+    steps:
+      - run: echo deploying
+`, marks)})
+	startAgent(t, o, "", "unset-secret-agent", nil)
+	id := o.push(t)
+	r := o.waitRun(t, id, 30*time.Second, "the run to end", ended)
+	if r.Status != "failure" || !strings.Contains(r.Error, "NEVER_SET_TOKEN") || !strings.Contains(r.Error, "deploy") {
+		t.Fatalf("run %s (%q), want failure naming NEVER_SET_TOKEN and deploy", r.Status, r.Error)
+	}
+	for _, j := range r.Jobs {
+		if j.AgentID != "" || j.StartedAt != nil {
+			t.Errorf("job %s reached agent %q (started %v), want no job run", j.Name, j.AgentID, j.StartedAt)
+		}
+	}
+	if fileExists(filepath.Join(marks, "build-ran")) {
+		t.Error("the build job's step ran")
+	}
+	// Set, the same workflow runs.
+	o.api(t, "PUT", "/api/v1/secrets/NEVER_SET_TOKEN", apiv1.SecretRequest{Value: randomValue("tok-")}, nil, http.StatusCreated)
+	id = o.push(t)
+	if r := o.waitRun(t, id, 60*time.Second, "the second run to end", ended); r.Status != "success" {
+		t.Fatalf("with the secret set: run %s (%s), want success", r.Status, r.Error)
+	}
+}

@@ -183,7 +183,7 @@ func (s *Server) build(ctx context.Context) error {
 				Seq: l.Seq, Cursor: l.Cursor, Next: l.Next})
 		})
 	}
-	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout}, s.publisher(), disp)
+	s.sched = scheduler.New(s.log, s.db, scheduler.Config{QueueTimeout: s.cfg.QueueTimeout, Secrets: s.secrets}, s.publisher(), disp)
 	pipe := pipeline.New(s.log, s.db, s.sched, pipeline.Config{DataDir: s.cfg.DataDir, GitHubToken: s.cfg.GitHubToken, GitHubAPIURL: s.cfg.GitHubAPIURL, MaxJobsPerRun: s.cfg.MaxJobsPerRun,
 		Changed: func(source string) { s.schedules.Kick(source) }})
 	s.pipe = pipe

@@ -33,6 +33,16 @@ type Config struct {
 	QueueTimeout time.Duration
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
+	// Secrets, when set, is asked at a run's creation which of the
+	// secrets its jobs declare are not set: such a run fails at once,
+	// before any job runs. Nil skips the check.
+	Secrets SecretChecker
+}
+
+// SecretChecker says which of the named secrets a job of source could not
+// receive because they are not set.
+type SecretChecker interface {
+	Missing(ctx context.Context, source string, names []string) ([]string, error)
 }
 
 // Publisher receives the status changes of runs, after they are committed.
@@ -209,10 +219,30 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 		err    string
 	}
 	verdicts := map[string]rootVerdict{}
+	var unset unsetSecrets
+	if !await { // an approval grants the secrets; they are checked at dispatch
+		unset, err = s.unsetSecrets(ctx, in, rec)
+	}
+	if err != nil {
+		return store.Run{}, fmt.Errorf("create run of workflow %q: check secrets: %w", in.Workflow.Name, err)
+	}
+	creationError := ""
+	if len(unset) > 0 {
+		// Nothing runs: the jobs that declare an unset secret fail, the
+		// others are skipped, and the run fails naming the secrets.
+		creationError = unsetMessage(unset, in.Source)
+		for _, j := range in.Workflow.Jobs {
+			if msg, ok := unset.jobError(j); ok {
+				verdicts[j.Name] = rootVerdict{status: store.JobFailure, err: msg}
+			} else {
+				verdicts[j.Name] = rootVerdict{status: store.JobSkipped, err: "not run: " + creationError}
+			}
+		}
+	}
 	for _, j := range in.Workflow.Jobs {
 		bound := j.Bind(vars, inputs)
 		nj := store.NewJob{Spec: bound, Status: store.JobWaiting}
-		if len(j.Needs) == 0 && !await {
+		if len(j.Needs) == 0 && !await && creationError == "" {
 			run, err := workflow.EvalIf(j.If, workflow.IfContext{
 				Event: vars, Env: bound.Env, Matrix: j.Matrix, Inputs: inputs,
 				Job: workflow.StatusVars{Status: workflow.NeedSuccess},
@@ -275,6 +305,17 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 			if err := s.endJobUnrun(ctx, tx, j, v.status, v.err, now); err != nil {
 				return err
 			}
+		}
+		if creationError != "" {
+			ok, err := tx.UpdateRunStatus(ctx, store.RunTransition{ID: run.ID, From: runstate.RunFrom(store.RunFailure),
+				To: store.RunFailure, Error: &creationError, FinishedAt: &now})
+			if err != nil {
+				return err
+			}
+			if ok {
+				run.Status, run.Error = store.RunFailure, creationError
+			}
+			return nil
 		}
 		if events, err = s.advance(ctx, tx, run.ID); err != nil {
 			return err

@@ -270,6 +270,30 @@ func (s *Service) Resolve(ctx context.Context, source string, names []string) (m
 	return out, nil
 }
 
+// Missing returns those of names that a job of source could not receive
+// because no secret of that name is set for it or for every source, in
+// the order of names. It opens nothing.
+func (s *Service) Missing(ctx context.Context, source string, names []string) ([]string, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	rows, err := s.db.LookupSecrets(ctx, []string{"", source}, names)
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, r := range rows {
+		set[r.Name] = true
+	}
+	var missing []string
+	for _, n := range names {
+		if !set[n] && !slices.Contains(missing, n) {
+			missing = append(missing, n)
+		}
+	}
+	return missing, nil
+}
+
 // openSecret opens a row under the current key; s.mu must be held.
 func (s *Service) openSecret(r store.Secret) (string, error) {
 	if r.KeyVersion != s.version {
