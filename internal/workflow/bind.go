@@ -36,6 +36,20 @@ func (j Job) Bind(ev EventVars, inputs map[string]string) Job {
 		c.Group = c.BindGroup(ev, inputs)
 		out.Concurrency = &c
 	}
+	if len(j.Cache) > 0 {
+		out.Cache = make([]Cache, len(j.Cache))
+		for i, c := range j.Cache {
+			c.Key = fill(c.Key)
+			if c.RestoreKeys != nil {
+				keys := make([]string, len(c.RestoreKeys))
+				for k, rk := range c.RestoreKeys {
+					keys[k] = fill(rk)
+				}
+				c.RestoreKeys = keys
+			}
+			out.Cache[i] = c
+		}
+	}
 	out.Steps = make([]Step, len(j.Steps))
 	for i, s := range j.Steps {
 		s.Name = fill(s.Name)

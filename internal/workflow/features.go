@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/bmatcuk/doublestar/v4"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -352,6 +354,12 @@ func (p *fileParser) buildFeatures(job *Job, j *rawJob, combo, env map[string]st
 	if j.matrix != nil {
 		job.FailFast, job.MaxParallel = j.matrix.failFast, j.matrix.maxParallel
 	}
+	job.Cache = p.buildCaches(j, combo, env, inputs, what)
+	if j.artifacts != nil {
+		a := *j.artifacts
+		a.Paths = slices.Clone(a.Paths)
+		job.Artifacts = &a
+	}
 }
 
 // bindString fills the event.* and inputs.* references of s, as Bind does.
@@ -439,5 +447,302 @@ func (j *Job) checkFeatures() error {
 	if j.MaxParallel < 0 {
 		return bad("max-parallel %d is negative", j.MaxParallel)
 	}
+	if len(j.Cache) > MaxCaches {
+		return bad("%d caches, over the limit of %d", len(j.Cache), MaxCaches)
+	}
+	for _, c := range j.Cache {
+		if len(c.Paths) == 0 || len(c.Paths) > MaxCachePaths || len(c.RestoreKeys) > MaxRestoreKeys {
+			return bad("a cache has %d paths and %d restore keys (1 to %d, at most %d)", len(c.Paths), len(c.RestoreKeys), MaxCachePaths, MaxRestoreKeys)
+		}
+		for _, k := range append([]string{c.Key}, c.RestoreKeys...) {
+			if strings.TrimSpace(k) == "" || len(k) > maxKeyLen {
+				return bad("cache key %q must have 1 to %d bytes", k, maxKeyLen)
+			}
+			if _, _, err := HashFilesPatterns(k); err != nil {
+				return bad("cache key %q: %v", k, err)
+			}
+		}
+		for _, p := range c.Paths {
+			if !validCachePath(p) {
+				return bad("cache path %q is outside the workspace and ~/", p)
+			}
+		}
+	}
+	if a := j.Artifacts; a != nil {
+		if len(a.Paths) == 0 || len(a.Paths) > MaxArtifactPaths {
+			return bad("artifacts have %d paths, want 1 to %d", len(a.Paths), MaxArtifactPaths)
+		}
+		for _, p := range a.Paths {
+			if !ValidWorkspacePattern(p) {
+				return bad("artifact path %q is not a pattern inside the workspace", p)
+			}
+		}
+		if a.ExpireMS < 0 || a.ExpireMS > maxExpiry.Milliseconds() || a.When != "" && a.When != ArtifactsOnSuccess && a.When != ArtifactsAlways {
+			return bad("artifacts expire %d ms or when %q is out of range", a.ExpireMS, a.When)
+		}
+	}
 	return nil
+}
+
+// Cache is one entry of a job's `cache:` list: the paths are restored
+// before the steps from the newest entry saved under Key (or, failing
+// that, under the newest key starting with one of RestoreKeys), and saved
+// under Key after a success when Key itself missed.
+type Cache struct {
+	// Key may hold `${{ hashFiles('PATTERN', ...) }}`, which the agent
+	// fills with a digest of the workspace files the patterns match; the
+	// other references are filled at compile time and by Bind.
+	Key         string   `json:"key"`
+	Paths       []string `json:"paths"`
+	RestoreKeys []string `json:"restoreKeys,omitempty"`
+}
+
+// Artifacts are files a job keeps with its run.
+type Artifacts struct {
+	// Paths are doublestar patterns relative to the workspace.
+	Paths []string `json:"paths"`
+	// ExpireMS is how long they are kept, in milliseconds; 0 means as
+	// long as the run.
+	ExpireMS int64 `json:"expireMs,omitempty"`
+	// When is "on-success" (the default when empty) or "always".
+	When string `json:"when,omitempty"`
+}
+
+// Artifact upload conditions.
+const (
+	ArtifactsOnSuccess = "on-success"
+	ArtifactsAlways    = "always"
+)
+
+// Bounds of cache and artifact declarations.
+const (
+	MaxCaches        = 8
+	MaxCachePaths    = 16
+	MaxRestoreKeys   = 8
+	MaxArtifactPaths = 32
+	maxKeyLen        = 512
+	maxHashPatterns  = 8
+)
+
+// hashFilesRE matches one `${{ hashFiles('a', 'b') }}` of a cache key.
+var hashFilesRE = regexp.MustCompile(`\$\{\{\s*hashFiles\(([^)]*)\)\s*\}\}`)
+
+// hashArgRE matches one single-quoted argument of hashFiles.
+var hashArgRE = regexp.MustCompile(`^\s*'([^']+)'\s*$`)
+
+// HashFilesPatterns returns the patterns of each hashFiles call of a cache
+// key, in order, with the text spans they occupy.
+func HashFilesPatterns(key string) (calls [][2]int, patterns [][]string, err error) {
+	for _, m := range hashFilesRE.FindAllStringSubmatchIndex(key, -1) {
+		args := key[m[2]:m[3]]
+		var pats []string
+		for a := range strings.SplitSeq(args, ",") {
+			am := hashArgRE.FindStringSubmatch(a)
+			if am == nil {
+				return nil, nil, fmt.Errorf("hashFiles takes single-quoted patterns, got (%s)", args)
+			}
+			if !ValidWorkspacePattern(am[1]) {
+				return nil, nil, fmt.Errorf("hashFiles: %q is not a pattern relative to the workspace", am[1])
+			}
+			pats = append(pats, am[1])
+		}
+		if len(pats) == 0 || len(pats) > maxHashPatterns {
+			return nil, nil, fmt.Errorf("hashFiles takes 1 to %d patterns", maxHashPatterns)
+		}
+		calls = append(calls, [2]int{m[0], m[1]})
+		patterns = append(patterns, pats)
+	}
+	return calls, patterns, nil
+}
+
+// ValidWorkspacePattern reports whether p is a doublestar pattern that
+// stays inside the workspace: relative, without "..", valid.
+func ValidWorkspacePattern(p string) bool {
+	if p == "" || len(p) > 1024 || strings.HasPrefix(p, "/") || strings.Contains(p, "\\") {
+		return false
+	}
+	for part := range strings.SplitSeq(p, "/") {
+		if part == ".." {
+			return false
+		}
+	}
+	return doublestar.ValidatePattern(p)
+}
+
+// validCachePath reports whether a cache path is inside the workspace or
+// under the home directory (~/...), without "..".
+func validCachePath(p string) bool {
+	rest, home := strings.CutPrefix(p, "~/")
+	if home {
+		p = rest
+	}
+	return ValidWorkspacePattern(p) && !strings.ContainsAny(p, "*?[{")
+}
+
+// parseCache reads `cache: [{key, paths, restore-keys}]`.
+func (p *fileParser) parseCache(n *yaml.Node, what string) []rawCache {
+	r := resolve(n)
+	if r.Kind != yaml.SequenceNode {
+		p.errorf(r, "%s: expected a list of {key, paths, restore-keys}, got %s", what, kindName(r))
+		return nil
+	}
+	if len(r.Content) > MaxCaches {
+		p.errorf(r, "%s: %d caches, over the limit of %d", what, len(r.Content), MaxCaches)
+		return nil
+	}
+	var out []rawCache
+	for i, c := range r.Content {
+		cw := fmt.Sprintf("%s[%d]", what, i)
+		fields, ok := p.mapping(c, cw)
+		if !ok {
+			continue
+		}
+		p.checkKeys(fields, cw, "key", "paths", "restore-keys")
+		rc := rawCache{n: resolve(c)}
+		for _, f := range fields {
+			switch f.key {
+			case "key":
+				rc.c.Key, _ = p.str(f.value, cw+".key")
+				rc.keyN = f.value
+			case "paths":
+				rc.c.Paths, _ = p.strList(f.value, cw+".paths")
+				for _, path := range rc.c.Paths {
+					if !validCachePath(path) {
+						p.errorf(f.value, "%s.paths: %q must be a directory or file inside the workspace, or under ~/, without .. or wildcards", cw, path)
+					}
+				}
+				if len(rc.c.Paths) > MaxCachePaths {
+					p.errorf(f.value, "%s.paths: %d paths, over the limit of %d", cw, len(rc.c.Paths), MaxCachePaths)
+				}
+			case "restore-keys":
+				rc.c.RestoreKeys, _ = p.strList(f.value, cw+".restore-keys")
+				if len(rc.c.RestoreKeys) > MaxRestoreKeys {
+					p.errorf(f.value, "%s.restore-keys: %d keys, over the limit of %d", cw, len(rc.c.RestoreKeys), MaxRestoreKeys)
+				}
+			}
+		}
+		if strings.TrimSpace(rc.c.Key) == "" {
+			p.errorf(rc.n, "%s: a cache needs a key", cw)
+			continue
+		}
+		if len(rc.c.Paths) == 0 {
+			p.errorf(rc.n, "%s: a cache needs at least one path", cw)
+			continue
+		}
+		out = append(out, rc)
+	}
+	return out
+}
+
+type rawCache struct {
+	c    Cache
+	n    *yaml.Node
+	keyN *yaml.Node
+}
+
+// parseArtifacts reads `artifacts: {paths, expire, when}` (or a list of
+// paths).
+func (p *fileParser) parseArtifacts(n *yaml.Node, what string) *Artifacts {
+	r := resolve(n)
+	a := &Artifacts{}
+	if r.Kind == yaml.SequenceNode || r.Kind == yaml.ScalarNode {
+		a.Paths, _ = p.strList(r, what)
+	} else {
+		fields, ok := p.mapping(n, what)
+		if !ok {
+			return nil
+		}
+		p.checkKeys(fields, what, "paths", "expire", "when")
+		for _, f := range fields {
+			switch f.key {
+			case "paths":
+				a.Paths, _ = p.strList(f.value, what+".paths")
+			case "expire":
+				a.ExpireMS, _ = p.expiry(f.value, what+".expire")
+			case "when":
+				a.When, _ = p.str(f.value, what+".when")
+				if a.When != ArtifactsOnSuccess && a.When != ArtifactsAlways {
+					p.errorf(f.value, "%s.when: %q: want %s or %s", what, a.When, ArtifactsOnSuccess, ArtifactsAlways)
+				}
+			}
+		}
+	}
+	if len(a.Paths) == 0 {
+		p.errorf(r, "%s: name at least one path (paths: [dist/**])", what)
+		return nil
+	}
+	if len(a.Paths) > MaxArtifactPaths {
+		p.errorf(r, "%s: %d paths, over the limit of %d", what, len(a.Paths), MaxArtifactPaths)
+	}
+	for _, path := range a.Paths {
+		if !ValidWorkspacePattern(path) {
+			p.errorf(r, "%s: %q must be a pattern relative to the workspace, without ..", what, path)
+		}
+	}
+	return a
+}
+
+// maxExpiry bounds an artifact expiry.
+const maxExpiry = 365 * 24 * time.Hour
+
+// expiry reads a duration that may also be given in days ("7d").
+func (p *fileParser) expiry(n *yaml.Node, what string) (int64, bool) {
+	r := resolve(n)
+	if r.Kind == yaml.ScalarNode {
+		if days, ok := strings.CutSuffix(r.Value, "d"); ok {
+			d, err := strconv.Atoi(days)
+			if err != nil || d < 1 || time.Duration(d)*24*time.Hour > maxExpiry {
+				p.errorf(r, "%s: %q: want 1d to %dd, or a duration such as 12h", what, r.Value, int(maxExpiry.Hours()/24))
+				return 0, false
+			}
+			return (time.Duration(d) * 24 * time.Hour).Milliseconds(), true
+		}
+	}
+	return p.duration(n, what)
+}
+
+// buildCaches fills the matrix.* and env.* references of the cache keys
+// (event.* and inputs.* wait for Bind, hashFiles for the agent) and
+// checks their hashFiles calls.
+func (p *fileParser) buildCaches(j *rawJob, combo, env map[string]string, inputs map[string]bool, what string) []Cache {
+	var out []Cache
+	for i, rc := range j.caches {
+		cw := fmt.Sprintf("%s.cache[%d]", what, i)
+		c := rc.c
+		keys := append([]string{c.Key}, c.RestoreKeys...)
+		for k, key := range keys {
+			calls, _, err := HashFilesPatterns(key)
+			if err != nil {
+				p.errorf(rc.keyN, "%s.key: %s", cw, err)
+				continue
+			}
+			// Interpolate around the hashFiles calls, which stay as they are.
+			var b strings.Builder
+			last := 0
+			for _, span := range calls {
+				filled, problems := interpolate(key[last:span[0]], interpScope{matrix: combo, env: env, inputs: inputs}, modeDeferred)
+				for _, m := range problems {
+					p.errorf(rc.keyN, "%s.key: %s", cw, m)
+				}
+				b.WriteString(filled)
+				b.WriteString(key[span[0]:span[1]])
+				last = span[1]
+			}
+			filled, problems := interpolate(key[last:], interpScope{matrix: combo, env: env, inputs: inputs}, modeDeferred)
+			for _, m := range problems {
+				p.errorf(rc.keyN, "%s.key: %s", cw, m)
+			}
+			b.WriteString(filled)
+			if len(b.String()) > maxKeyLen {
+				p.errorf(rc.keyN, "%s.key: %d bytes, over the limit of %d", cw, b.Len(), maxKeyLen)
+			}
+			keys[k] = b.String()
+		}
+		c.Key, c.RestoreKeys = keys[0], keys[1:]
+		if len(c.RestoreKeys) == 0 {
+			c.RestoreKeys = nil
+		}
+		out = append(out, c)
+	}
+	return out
 }

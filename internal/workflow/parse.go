@@ -62,6 +62,8 @@ type rawJob struct {
 	image           *Container
 	imageN          *yaml.Node
 	services        []rawService
+	caches          []rawCache
+	artifacts       *Artifacts
 }
 
 type rawStep struct {
@@ -460,7 +462,7 @@ func (p *fileParser) parseJob(kv pair) *rawJob {
 		return j
 	}
 	p.checkKeys(fields, what, "runs-on", "needs", "if", "matrix", "env", "timeout", "continue-on-error", "secrets", "steps",
-		"concurrency", "retry", "environment", "image", "services")
+		"concurrency", "retry", "environment", "image", "services", "cache", "artifacts")
 	haveSteps := false
 	for _, f := range fields {
 		fw := what + "." + f.key
@@ -509,6 +511,10 @@ func (p *fileParser) parseJob(kv pair) *rawJob {
 			}
 		case "services":
 			j.services = p.parseServices(f.value, fw)
+		case "cache":
+			j.caches = p.parseCache(f.value, fw)
+		case "artifacts":
+			j.artifacts = p.parseArtifacts(f.value, fw)
 		}
 	}
 	if !haveSteps {

@@ -146,6 +146,11 @@ type Job struct {
 	Image *Container `json:"image,omitempty"`
 	// Services are sidecar containers started before the steps.
 	Services []Service `json:"services,omitempty"`
+	// Cache lists the paths restored before the steps and saved after.
+	Cache []Cache `json:"cache,omitempty"`
+	// Artifacts are the files uploaded after the steps, kept with the
+	// run, and restored into the workspace of the jobs that need this one.
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
 	// FailFast (a matrix job) cancels the combinations of the same base
 	// job still queued or running when one fails; MaxParallel (when not
 	// 0) bounds how many of them run at once.
