@@ -1,10 +1,12 @@
 // Package store is kici's database: the embedded SQLite file (the default,
 // $KICI_DATA_DIR/kici.db) or a PostgreSQL server (KICI_DATABASE_URL), behind
 // one set of queries, migrations and transactions. It holds sources, runs
-// with their jobs, steps and needs edges, the dispatch queue, the webhook
+// with their jobs, steps and needs edges, the concurrency groups of runs
+// and jobs (concurrency.go), the dispatch queue, the webhook
 // delivery log and dedup records, agent and admin tokens (hashes only),
 // secrets (sealed by the secrets package; the store never sees a value)
-// with their key check, and the audit log.
+// with their key check, the audit log, and the manifests of jobs'
+// artifacts and cache entries (their bytes are blobs, internal/blobs).
 //
 // The orchestrator's domain packages (queue, tracker, scheduler, pipeline,
 // auth) and cmd/kici-orchestrator import it; the agent, the dashboard and

@@ -120,12 +120,13 @@ func TestForkPolicyMigrationKeepsRuns(t *testing.T) {
 			if _, err := db.exec(ctx, "INSERT INTO sources (name, kind, location, webhook_secrets, created_at) VALUES ('old', 'local', '/x', '[]', ?)", timeArg(testNow)); err != nil {
 				t.Fatalf("insert source at 21: %v", err)
 			}
-			// CreateRun writes the columns that 00021 has.
-			run := createTestRun(t, db, testJob("build", []string{"linux"}), testJob("test", []string{"linux"}, "build"))
+			// A run as a binary of schema 21 wrote it (today's CreateRun
+			// writes columns added since).
+			runID := insertRunAt21(t, db)
 			if _, err := p.Up(ctx); err != nil {
 				t.Fatalf("migrate to head: %v", err)
 			}
-			got, err := db.GetRun(ctx, run.ID)
+			got, err := db.GetRun(ctx, runID)
 			if err != nil {
 				t.Fatalf("get run after 00022: %v", err)
 			}
@@ -153,12 +154,43 @@ func TestForkPolicyMigrationKeepsRuns(t *testing.T) {
 			if _, err := p.DownTo(ctx, 21); err != nil {
 				t.Fatalf("migrate down to 21: %v", err)
 			}
-			if got, err := db.GetRun(ctx, awaiting.ID); err != nil || got.Status != RunCancelled {
-				t.Errorf("awaiting run after going down: got %s (%v), want cancelled", got.Status, err)
+			// Read as a binary of schema 21 would.
+			var status string
+			if err := db.queryRow(ctx, "SELECT status FROM runs WHERE id = ?", awaiting.ID).Scan(&status); err != nil || status != string(RunCancelled) {
+				t.Errorf("awaiting run after going down: got %s (%v), want cancelled", status, err)
 			}
-			if got, err := db.GetRun(ctx, run.ID); err != nil || len(got.Jobs) != 2 {
-				t.Errorf("run after going down: got %d jobs (%v), want 2", len(got.Jobs), err)
+			var jobs int
+			if err := db.queryRow(ctx, "SELECT COUNT(*) FROM jobs WHERE run_id = ?", runID).Scan(&jobs); err != nil || jobs != 2 {
+				t.Errorf("run after going down: got %d jobs (%v), want 2", jobs, err)
 			}
 		})
 	}
+}
+
+// insertRunAt21 writes, with the columns of schema version 21, a run of
+// two jobs of two steps each: build, queued (with its queue row), and
+// test, which needs build. It returns the run's id.
+func insertRunAt21(t *testing.T, db *DB) string {
+	t.Helper()
+	now := timeArg(testNow)
+	for _, st := range []struct {
+		q    string
+		args []any
+	}{
+		{`INSERT INTO runs (id, source, workflow, workflow_file, event, event_kind, ref, sha, status, plan, created_at)
+		  VALUES ('run-21', 'repo', 'ci', '.kici/workflows/ci.yml', '{"kind":"push"}', 'push', 'refs/heads/main', 'abc', 'pending', '{}', ?)`, []any{now}},
+		{`INSERT INTO jobs (id, run_id, name, status, runs_on, spec, attempt, last_seq, created_at)
+		  VALUES ('job-build', 'run-21', 'build', 'queued', '["linux"]', '{"name":"build"}', 0, 0, ?),
+		         ('job-test', 'run-21', 'test', 'waiting', '["linux"]', '{"name":"test"}', 0, 0, ?)`, []any{now, now}},
+		{`INSERT INTO steps (job_id, idx, name, status) VALUES ('job-build', 0, 'build', 'pending'), ('job-build', 1, 'test', 'pending'),
+		  ('job-test', 0, 'build', 'pending'), ('job-test', 1, 'test', 'pending')`, nil},
+		{`INSERT INTO job_needs (job_id, needs_job_id, run_on) VALUES ('job-test', 'job-build', '["success"]')`, nil},
+		{`INSERT INTO dispatch_queue (job_id, run_id, labels, status, enqueued_at, updated_at)
+		  VALUES ('job-build', 'run-21', '["linux"]', 'pending', ?, ?)`, []any{now, now}},
+	} {
+		if _, err := db.exec(t.Context(), st.q, st.args...); err != nil {
+			t.Fatalf("write a run at schema 21: %v", err)
+		}
+	}
+	return "run-21"
 }

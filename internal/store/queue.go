@@ -203,7 +203,9 @@ func prefixed(prefix, columns string) string {
 // agent is connected to), and clears its provisioning error. It returns false
 // when no row fits. Two claimers never get the same row: on PostgreSQL the
 // candidate row is locked and concurrent claimers skip it (FOR UPDATE SKIP
-// LOCKED); on SQLite there is only one writer at a time.
+// LOCKED); on SQLite there is only one writer at a time. A row whose job
+// its concurrency group or its matrix's max-parallel holds back is not
+// taken (see concurrency.go).
 func (q *queries) ClaimForAgent(ctx context.Context, owner, agentID string, agentLabels []string, ackDeadline time.Time) (QueueEntry, bool, error) {
 	now := q.clock.Now()
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
@@ -216,12 +218,21 @@ func (q *queries) ClaimForAgent(ctx context.Context, owner, agentID string, agen
 		     AND NOT EXISTS (
 		       SELECT 1 FROM `+q.d.jsonTextElements("c.labels", "need")+`
 		       WHERE need.value NOT IN (SELECT have.value FROM `+q.d.jsonTextElements("?", "have")+`))
+		     AND `+concurrencyFree("c.job_id")+`
 		   ORDER BY c.enqueued_at, c.job_id
 		   LIMIT 1`+q.d.lockSkipLocked()+`)
 		 RETURNING `+queueColumns,
 		agentID, timeArg(ackDeadline), nullStringArg(owner), timeArg(now), timeArg(now), stringsArg(agentLabels)))
+	if err == nil && ok {
+		// A claim that lost its job's concurrency slot to one committed
+		// meanwhile is given back; the next pass takes another row.
+		ok, err = q.confirmClaim(ctx, e.JobID)
+	}
 	if err != nil {
 		return QueueEntry{}, false, fmt.Errorf("claim a job for agent %q: %w", agentID, err)
+	}
+	if !ok {
+		return QueueEntry{}, false, nil
 	}
 	return e, ok, nil
 }
@@ -236,9 +247,14 @@ func (q *queries) ClaimJob(ctx context.Context, owner, jobID, agentID string, ac
 	e, ok, err := scanOptionalEntry(q.writeRow(ctx,
 		`UPDATE dispatch_queue
 		 SET status = 'dispatched', agent_id = ?, ack_deadline = ?, last_provisioning_error = NULL, owner_instance = ?, updated_at = ?
-		 WHERE job_id = ? AND status = 'pending' AND (expires_at IS NULL OR expires_at > ?)
+		 WHERE job_id = ? AND status = 'pending' AND (expires_at IS NULL OR expires_at > ?) AND `+concurrencyFree("?")+`
 		 RETURNING `+queueColumns,
-		agentID, timeArg(ackDeadline), nullStringArg(owner), timeArg(now), jobID, timeArg(now)))
+		agentID, timeArg(ackDeadline), nullStringArg(owner), timeArg(now), jobID, timeArg(now), jobID))
+	if err == nil && ok {
+		if ok, err = q.confirmClaim(ctx, jobID); !ok {
+			e = QueueEntry{}
+		}
+	}
 	if err == nil && !ok {
 		_, err = q.guarded(ctx, false, "SELECT 1 FROM dispatch_queue WHERE job_id = ?", jobID)
 	}

@@ -56,6 +56,13 @@ type Job struct {
 	Error   string
 	// Attempt counts the job's attempts as its caller defines them.
 	Attempt int
+	// Retries counts the times the job went back to the queue for another
+	// attempt after one ended (the workflow's retry:; see RetryJob): the
+	// job is on attempt Retries+1.
+	Retries int
+	// QueuedAt is when the job last entered the queue; nil if it never
+	// did. Every move to queued stamps it.
+	QueuedAt *time.Time
 	// LastSeq is the highest agent message sequence number applied to the
 	// job (see ApplyJobMessage).
 	LastSeq    int64
@@ -170,17 +177,17 @@ func scanJobEncoded(row interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	err := row.Scan(&j.ID, &j.RunID, &j.Name, &j.Status, jsonCol[[]string]{&j.RunsOn}, rawJSONCol{&j.SpecJSON},
 		stringCol{&j.AgentID}, stringCol{&j.Error}, &j.Attempt, &j.LastSeq,
-		timeCol{&j.CreatedAt}, nullTimeCol{&j.StartedAt}, nullTimeCol{&j.FinishedAt})
+		timeCol{&j.CreatedAt}, nullTimeCol{&j.StartedAt}, nullTimeCol{&j.FinishedAt}, &j.Retries, nullTimeCol{&j.QueuedAt})
 	return j, err
 }
 
-const jobColumns = "id, run_id, name, status, runs_on, spec, agent_id, error, attempt, last_seq, created_at, started_at, finished_at"
+const jobColumns = "id, run_id, name, status, runs_on, spec, agent_id, error, attempt, last_seq, created_at, started_at, finished_at, retries, queued_at"
 
 func scanJob(row interface{ Scan(...any) error }) (Job, error) {
 	var j Job
 	err := row.Scan(&j.ID, &j.RunID, &j.Name, &j.Status, jsonCol[[]string]{&j.RunsOn}, jsonCol[workflow.Job]{&j.Spec},
 		stringCol{&j.AgentID}, stringCol{&j.Error}, &j.Attempt, &j.LastSeq,
-		timeCol{&j.CreatedAt}, nullTimeCol{&j.StartedAt}, nullTimeCol{&j.FinishedAt})
+		timeCol{&j.CreatedAt}, nullTimeCol{&j.StartedAt}, nullTimeCol{&j.FinishedAt}, &j.Retries, nullTimeCol{&j.QueuedAt})
 	return j, err
 }
 
@@ -258,7 +265,7 @@ func (tx *Tx) createRun(ctx context.Context, nr NewRun) (Run, error) {
 			return Run{}, err
 		}
 		jobRows = append(jobRows, []any{job.ID, job.RunID, job.Name, string(job.Status), stringsArg(job.RunsOn), spec,
-			nil, nil, 0, 0, timeArg(job.CreatedAt), nil, nil})
+			nil, nil, 0, 0, timeArg(job.CreatedAt), nil, nil, 0, nullTimeArg(job.QueuedAt)})
 		for _, st := range job.Steps {
 			stepRows = append(stepRows, []any{st.JobID, st.Index, st.Name, string(st.Status)})
 		}
@@ -306,6 +313,9 @@ func newJob(runID string, nj NewJob, now time.Time) Job {
 	}
 	if job.Status == "" {
 		job.Status = JobWaiting
+	}
+	if job.Status == JobQueued {
+		job.QueuedAt = &job.CreatedAt
 	}
 	if job.RunsOn == nil {
 		job.RunsOn = []string{}

@@ -100,12 +100,18 @@ func (q *queries) updateJobStatus(ctx context.Context, t JobTransition) (bool, e
 	args := []any{string(t.To)}
 	args = append(args, optionalText(t.AgentID)...)
 	args = append(args, optionalText(t.Error)...)
-	args = append(args, nullPtrArg(t.Attempt), nullTimeArg(t.StartedAt), nullTimeArg(t.FinishedAt), t.ID)
-	args = append(args, statusArgs(t.From)...)
+	args = append(args, nullPtrArg(t.Attempt), nullTimeArg(t.StartedAt), nullTimeArg(t.FinishedAt))
 	seq := ""
 	if t.ResetSeq {
 		seq = ", last_seq = 0"
 	}
+	if t.To == JobQueued {
+		// A move to queued is an entry into the queue (Job.QueuedAt).
+		seq += ", queued_at = ?"
+		args = append(args, timeArg(q.clock.Now()))
+	}
+	args = append(args, t.ID)
+	args = append(args, statusArgs(t.From)...)
 	changed, err := q.execChanged(ctx,
 		`UPDATE jobs SET status = ?,
 		   agent_id = `+optionalTextSQL("agent_id")+`,
