@@ -118,18 +118,56 @@ type Job struct {
 	Error      string     `json:"error"`
 	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
-	Steps      []Step     `json:"steps"`
+	// Attempt is the job's attempt, from 1: one more than the times it
+	// was retried (the workflow's retry:). Its status, times, agent and
+	// steps are the attempt's.
+	Attempt int `json:"attempt"`
+	// QueuedAt is when the job last entered the queue (for its current
+	// attempt); nil if it never did (it waits for its needs, or was
+	// skipped).
+	QueuedAt *time.Time `json:"queued_at"`
+	// PreviousAttempts are the attempts before the current one, oldest
+	// first: each ended for a cause the job's retry: names and was
+	// retried. Only GET /api/v1/runs/{id} fills it.
+	PreviousAttempts []JobAttempt `json:"previous_attempts,omitempty"`
+	Steps            []Step       `json:"steps"`
 	// Needs are the names of the jobs of the run this one waits for.
 	Needs []string `json:"needs,omitempty"`
 }
 
-// Step is one step of a Job.
+// JobAttempt is an earlier attempt of a Job, which ended and was retried.
+type JobAttempt struct {
+	Attempt int `json:"attempt"`
+	// Cause is why it ended: agent-lost, infrastructure, timeout or
+	// failure (as the workflow's retry.when names them).
+	Cause string `json:"cause"`
+	// Error is the error the job would have ended with.
+	Error     string     `json:"error"`
+	AgentID   string     `json:"agent_id,omitempty"`
+	StartedAt *time.Time `json:"started_at"`
+	EndedAt   time.Time  `json:"ended_at"`
+}
+
+// Step is one step of a Job (of its current attempt).
 type Step struct {
 	Index    int    `json:"index"`
 	Name     string `json:"name"`
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code"`
 	Error    string `json:"error,omitempty"`
+	// StartedAt and FinishedAt are when the step started and ended; nil
+	// until it did (a skipped step never starts).
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// RerunRequest is the optional body of POST /api/v1/runs/{id}/rerun.
+type RerunRequest struct {
+	// Failed reruns only the jobs of the run that did not succeed (failed
+	// or cancelled) and the jobs downstream of them; the others are copied
+	// into the new run with their outcome. The run must have ended, and
+	// not every job of it succeeded.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // RunList is GET /api/v1/runs.
@@ -371,10 +409,13 @@ type SecretRequest struct {
 type Secret struct {
 	Name string `json:"name"`
 	// Source is the one source whose jobs may receive it; "" for every
-	// source.
-	Source    string    `json:"source"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	// source (or for an environment's secret).
+	Source string `json:"source"`
+	// Environment is the deployment environment whose jobs alone receive
+	// it, when it is an environment's secret.
+	Environment string    `json:"environment,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 	// UpdatedBy is the ID of the admin token that last set it.
 	UpdatedBy string `json:"updated_by"`
 	// KeyVersion is the generation of the key it is sealed under.
@@ -548,3 +589,32 @@ type ScheduleList struct {
 	// sources' workflows; zero before the first read completed.
 	RefreshedAt time.Time `json:"refreshed_at"`
 }
+
+// Environment is a deployment environment's protection
+// (GET /api/v1/environments, PUT /api/v1/environments/{name}).
+type Environment struct {
+	Name string `json:"name"`
+	// RequireApproval holds each job of the environment in
+	// awaiting_approval until someone with run.approve approves it.
+	RequireApproval bool `json:"require_approval"`
+	// Branches are the globs of the branches whose runs may deploy to it;
+	// empty means any.
+	Branches  []string  `json:"branches"`
+	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedBy string    `json:"updated_by"`
+}
+
+// EnvironmentRequest is the body of PUT /api/v1/environments/{name}.
+type EnvironmentRequest struct {
+	RequireApproval bool     `json:"require_approval"`
+	Branches        []string `json:"branches"`
+}
+
+// EnvironmentList is GET /api/v1/environments.
+type EnvironmentList struct {
+	Environments []Environment `json:"environments"`
+}
+
+// JobAwaitingApproval is the status the API gives a job held for its
+// environment's approval (the store keeps it waiting).
+const JobAwaitingApproval = "awaiting_approval"

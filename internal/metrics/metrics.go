@@ -61,6 +61,8 @@ type Registry struct {
 	ClusterLeaderTerm prometheus.Gauge
 	// ref holds the metrics under the reference orchestrator's names.
 	ref *reference
+	// storage holds the metrics of artifacts and caches.
+	storage *storageMetrics
 }
 
 // New returns a registry with kici's collectors and the Go runtime and
@@ -122,6 +124,8 @@ func New() *Registry {
 	}
 	r.ref = newReference(r)
 	r.reg.MustRegister(r.ref.collectors()...)
+	r.storage = newStorageMetrics()
+	r.reg.MustRegister(r.storage.collectors()...)
 	for _, kind := range []string{"runs", "audit_entries", "webhook_events"} {
 		r.RetentionDeleted.WithLabelValues(kind) // exposed at 0 from the start, so a rate() sees the first deletion
 	}

@@ -870,6 +870,9 @@ func fullRegistry() *metrics.Registry {
 	r.ScalerSpawnRefusals.WithLabelValues("pool", "scaler").Inc()
 	r.ScalerConfigReloads.WithLabelValues("success").Inc()
 	r.ScalerProvisioning.WithLabelValues("container").Observe(1)
+	r.CacheLookup("hit")
+	r.CacheBytes(10)
+	r.ArtifactStored(10)
 	return r
 }
 
@@ -964,7 +967,7 @@ func TestAlwaysEmittedLabelValues(t *testing.T) {
 	}
 	wantNames := []string{"kici_orch_runs_finished_total", "kici_orch_executions_total", "kici_orch_jobs_finished_total",
 		"kici_orch_steps_total", "kici_orch_dispatch_queue_depth", "kici_orch_webhook_deliveries_total",
-		"kici_orch_webhooks_processed_total", "kici_orch_retention_deleted_total"}
+		"kici_orch_webhooks_processed_total", "kici_orch_retention_deleted_total", "kici_orch_cache_requests_total"}
 	if diff := cmp.Diff(wantNames, names); diff != "" {
 		t.Errorf("doc rows with always-emitted values: got %v (-want +got):\n%s", names, diff)
 	}

@@ -88,7 +88,24 @@ type JobStatus struct {
 	Error string `json:"error,omitempty"`
 	// ExitCode is the exit code of the step that failed the job, if any.
 	ExitCode int `json:"exit_code,omitempty"`
+	// Cause, on a failure, says why the job failed when the agent knows:
+	// one of the Cause* values. Empty leaves it to the orchestrator, which
+	// counts a failure before the job reported running as infrastructure.
+	// The orchestrator retries a job by its cause (the workflow's retry:).
+	Cause string `json:"cause,omitempty"`
 }
+
+// Causes of a failed job ([JobStatus.Cause]), named as the workflow's
+// retry.when names them.
+const (
+	// CauseInfrastructure: the job could not start its steps for a reason
+	// outside them (its code not fetched, its image not pulled).
+	CauseInfrastructure = "infrastructure"
+	// CauseTimeout: the job, or one of its steps, ran out of time.
+	CauseTimeout = "timeout"
+	// CauseFailure: a step failed.
+	CauseFailure = "failure"
+)
 
 // Type returns [TypeJobStatus].
 func (*JobStatus) Type() string { return TypeJobStatus }
@@ -102,5 +119,8 @@ func (m *JobStatus) Validate() error {
 	c.required("job_id", m.JobID)
 	c.seq("seq", m.Seq)
 	c.oneOf("status", m.Status, JobRunning, JobSuccess, JobFailure, JobCancelled)
+	if m.Cause != "" {
+		c.oneOf("cause", m.Cause, CauseInfrastructure, CauseTimeout, CauseFailure)
+	}
 	return c.err
 }

@@ -22,8 +22,12 @@ import "github.com/kici-dev/kici/internal/store"
 //	            └──► cancelled
 //	queued ──► failure (queue timeout, dispatch attempts exhausted)
 //	queued ──► cancelled
+//	queued | dispatched | running ──► queued (retry: an attempt ended with
+//	        a cause the job's retry: names; the next attempt waits in the queue)
 //
 // A terminal status (success, failure, cancelled, skipped) never changes.
+// A retry takes the place of the failure that would have ended the job,
+// so the job is never terminal between two attempts (see RetryFrom).
 var jobFrom = map[store.JobStatus][]store.JobStatus{
 	store.JobQueued:     {store.JobWaiting, store.JobDispatched},
 	store.JobDispatched: {store.JobQueued},
@@ -36,6 +40,14 @@ var jobFrom = map[store.JobStatus][]store.JobStatus{
 
 // JobFrom returns the statuses a job may be in to move to to.
 func JobFrom(to store.JobStatus) []store.JobStatus { return jobFrom[to] }
+
+// retryFrom are the statuses an attempt of a job may end in and be
+// retried: every one from which the job could fail.
+var retryFrom = []store.JobStatus{store.JobQueued, store.JobDispatched, store.JobRunning}
+
+// RetryFrom returns the statuses a job may be in to go back to the queue
+// for another attempt (store.Tx.RetryJob).
+func RetryFrom() []store.JobStatus { return retryFrom }
 
 // JobTerminal reports whether a job status is final.
 func JobTerminal(s store.JobStatus) bool {
