@@ -121,6 +121,7 @@ func New(logger *slog.Logger, cfg Config) (*Agent, error) {
 		MaxStepLogBytes: cfg.MaxStepLogBytes,
 		HTTPClient:      cfg.HTTPClient,
 		KeepJobDirs:     cfg.KeepJobDirs,
+		ContainerOwner:  id, // what a crashed run of this agent left is found by it
 	}
 	if cfg.Reaper != nil {
 		rcfg.Guard = cfg.Reaper
@@ -174,6 +175,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Warn("killed processes the previous agent's steps left", "processes", n)
 	}
 	a.removeStaleJobDirs()
+	if n, err := a.runner.RemoveLeftoverContainers(ctx); err != nil {
+		a.log.Warn("remove the containers the previous agent's jobs left", "error", err)
+	} else if n > 0 {
+		a.log.Warn("removed the containers the previous agent's jobs left", "containers", n)
+	}
 	// Ended jobs' directories go before the work dir's lock is released
 	// (deferred calls run last first).
 	defer a.finishCleanups()

@@ -219,6 +219,8 @@ func (a *Agent) jobSpec(d *protocol.JobDispatch) runner.JobSpec {
 		Timeout:  time.Duration(d.TimeoutMS) * time.Millisecond,
 		Event:    event,
 		Inputs:   inputs,
+		// The API root, resolved as the archive URL is.
+		Storage: runner.Storage{APIURL: a.resolve("/api/v1/"), RunID: d.RunID},
 	}
 }
 

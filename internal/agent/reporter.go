@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -104,12 +105,18 @@ func (r *jobReporter) finish(res runner.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flushLocked(false)
-	r.box.append(r.buf, &protocol.JobStatus{
+	m := &protocol.JobStatus{
 		JobID:    r.jobID,
 		Status:   string(res.Status),
 		Error:    errString(res.Err),
 		ExitCode: res.ExitCode,
-	}, true)
+	}
+	if res.Status == runner.StatusFailure && errors.Is(res.Err, runner.ErrInfrastructure) {
+		// Also after the job reported running: its image or services
+		// are prepared after that.
+		m.Cause = protocol.CauseInfrastructure
+	}
+	r.box.append(r.buf, m, true)
 }
 
 func (r *jobReporter) addLocked(step int, l protocol.LogLine) {

@@ -140,3 +140,37 @@ func TestReporterBatching(t *testing.T) {
 }
 
 func line(text string) runner.Line { return runner.Line{TS: time.Now(), Text: text} }
+
+// TestReporterMarksInfrastructureFailures: a failure whose error matches
+// runner.ErrInfrastructure (no Docker engine, an image not pulled) is
+// reported with that cause, whether or not the job reported running;
+// other ends leave the cause to the orchestrator.
+func TestReporterMarksInfrastructureFailures(t *testing.T) {
+	t.Parallel()
+	infra := fmt.Errorf("prepare containers: %w", runner.ErrInfrastructure)
+	tests := []struct {
+		name string
+		res  runner.Result
+		want string
+	}{
+		{name: "infrastructure failure", res: runner.Result{Status: runner.StatusFailure, Err: infra}, want: protocol.CauseInfrastructure},
+		{name: "step failure", res: runner.Result{Status: runner.StatusFailure, Err: fmt.Errorf("step %q: exited with code 1", "x")}},
+		{name: "success", res: runner.Result{Status: runner.StatusSuccess}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			box := newOutbox(slog.New(slog.DiscardHandler), 1<<30)
+			r := newJobReporter(box, box.open("j"), "j", DefaultLogFlushLines, DefaultLogFlushInterval)
+			r.finish(tc.res)
+			msgs := box.takeUnsent()
+			st, ok := msgs[len(msgs)-1].(*protocol.JobStatus)
+			if !ok {
+				t.Fatalf("last message: got %T, want *protocol.JobStatus", msgs[len(msgs)-1])
+			}
+			if st.Cause != tc.want {
+				t.Errorf("cause: got %q, want %q", st.Cause, tc.want)
+			}
+		})
+	}
+}

@@ -38,6 +38,24 @@
 // group, which the agent's reaper (internal/agent/reaper) uses to kill them
 // once the agent is gone.
 //
+// # Containers
+//
+// A job with an image (workflow.Job.Image) runs each step in a container of
+// its own, made from that image on the Docker engine (Config.DockerHost)
+// and removed when the step ends: the job's directory is mounted at the
+// same path, the step runs as the runner's user, its environment is built
+// as for a host step minus the host's variables, and a cancel or timeout
+// stops the container as it would a process group (SIGTERM to the step's
+// shell, SIGKILL after CancelGrace). A job with services gets a network of
+// its own with each service started on it, reachable by its name, before
+// its first step; after its last one the services' logs are copied into
+// the job-level output and everything is removed. An engine that does not
+// answer, or an image that cannot be had, fails the job before its first
+// step with an error matching [ErrInfrastructure]. Every container and
+// network carries the job's labels ([LabelJobID], [LabelJobOwner],
+// [LabelJobExec]), so that [Runner.RemoveLeftoverContainers] finds what a
+// dead runner left. docs/workflows.md describes what a workflow sees.
+//
 // # Output
 //
 // A step's stdout and stderr are one stream, cut into lines (a line longer
@@ -50,6 +68,16 @@
 // [Reporter.LogTruncated], and drops the rest while the step runs on. Output
 // outside the steps (the checkout, the runner's own notes) belongs to step
 // [JobLevelStep] (-1).
+//
+// # Artifacts and caches
+//
+// A job whose [JobSpec.Storage] names an orchestrator fetches the
+// artifacts of the jobs it needs and restores its caches before its first
+// step, and uploads its artifacts and saves its caches after its last
+// (storage_job.go), with its job token, over at most 4 transfers at once
+// per Runner. Bundles are tar.gz files (internal/bundle), checked against
+// their SHA-256 before they are extracted, through an os.Root of their
+// target. `kici run` names no orchestrator, and keeps none.
 //
 // # Concurrency
 //

@@ -31,20 +31,26 @@ func hostEnv(environ []string) map[string]string {
 
 // stepEnv returns a step's environment, sorted, and the variables its `if`
 // sees as env.*. The layers, each overriding the one before: allow-listed
-// host variables, the runner's own (CI, KICI_WORKSPACE, TMPDIR), the
-// dispatch's Env, EventEnv, the job's Env, the step's Env, and Secrets.
-// `if` sees the dispatch's Env, EventEnv, the job's and the step's Env.
+// host variables (not for a step in an image, which starts from the
+// image's own), the runner's own (CI, KICI_WORKSPACE, TMPDIR, and those of
+// the job's containers: see jobContainers.stepEnv), the dispatch's Env,
+// EventEnv, the job's Env, the step's Env, and Secrets. `if` sees the
+// dispatch's Env, EventEnv, the job's and the step's Env.
 func (j *jobRun) stepEnv(st workflow.Step) (env []string, ifEnv map[string]string) {
 	ifEnv = map[string]string{}
 	for _, layer := range []map[string]string{j.spec.Env, j.spec.EventEnv, j.spec.Job.Env, st.Env} {
 		maps.Copy(ifEnv, layer)
 	}
-	all := hostEnv(os.Environ())
+	all := map[string]string{}
+	if !j.ctr.inImage() {
+		all = hostEnv(os.Environ())
+	}
 	maps.Copy(all, map[string]string{
 		"CI":             "true",
 		"KICI_WORKSPACE": j.src,
 		"TMPDIR":         j.dirs.tmp,
 	})
+	maps.Copy(all, j.ctr.stepEnv())
 	maps.Copy(all, ifEnv)
 	maps.Copy(all, j.spec.Secrets)
 	for _, k := range slices.Sorted(maps.Keys(all)) {

@@ -22,6 +22,29 @@ var (
 	ErrTimeout = errors.New("timed out")
 )
 
+// ErrInfrastructure is matched (errors.Is) by the Err of a job that failed
+// before its first step for a reason outside the workflow's steps: its code
+// could not be fetched, no Docker engine was reachable for its image or
+// services, or an image could not be pulled or was not on the engine. Such
+// a job may well succeed on another agent or a moment later; the message
+// is unchanged by the match.
+var ErrInfrastructure = errors.New("infrastructure failure")
+
+// infrastructure marks err as an infrastructure failure (see
+// [ErrInfrastructure]); nil stays nil.
+func infrastructure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &infraError{err: err}
+}
+
+type infraError struct{ err error }
+
+func (e *infraError) Error() string        { return e.err.Error() }
+func (e *infraError) Unwrap() error        { return e.err }
+func (e *infraError) Is(target error) bool { return target == ErrInfrastructure }
+
 // TimeoutError is the cancel cause of a step or job that ran out of time.
 // It turns the step, and the job, into "failure" rather than "cancelled".
 type TimeoutError struct {

@@ -35,3 +35,9 @@ func SetArchiveRetryDelays(d []time.Duration) func() {
 func MaskForTest(values ...string) func(string) string {
 	return newMasker(values...).apply
 }
+
+// HashFilesForTest is hashFiles.
+var HashFilesForTest = hashFiles
+
+// CacheVersionForTest is cacheVersion.
+var CacheVersionForTest = cacheVersion

@@ -30,6 +30,9 @@ type jobRun struct {
 	// scripts holds the steps' script files, written while the checkout
 	// runs (see writeScripts); nil before the job's directory exists.
 	scripts *scriptFiles
+	// ctr is what the job has on the Docker engine when it has an image
+	// or services; nil otherwise.
+	ctr *jobContainers
 }
 
 // scriptFiles are a job's step scripts being written in the background.
@@ -48,10 +51,19 @@ type jobDirs struct {
 
 // run is the whole job, behind Start. Its states:
 //
-//	start ──► checkout ──ok──► JobRunning ──► step 0 … step n ──► Result
-//	              │                               │
-//	              └─fail/cancel─► every step      └─cancel/job timeout─► remaining
-//	                              skipped            steps skipped
+//	start ─► checkout ─ok─► JobRunning ─► containers ─ok─► step 0 … step n ─► teardown ─► Result
+//	            │                             │                  │               ▲
+//	            │                             │                  └─ cancel/job timeout:
+//	            │                             │                     remaining steps skipped
+//	            │                             └─ fail/cancel: every step skipped ┘
+//	            └─ fail/cancel: every step skipped ─────────────────────────────────► Result
+//
+// The containers stage (prepareContainers) and the teardown are only for a
+// job with an image or services; the teardown runs however the job ended.
+// Right before step 0, beforeSteps fetches the artifacts of the jobs this
+// one needs (a failure skips every step, as a failed containers stage
+// does) and restores its caches; right after step n, afterSteps uploads
+// its artifacts and saves its caches (storage_job.go).
 //
 // It returns the job's directory too ("" if none was made), which it leaves
 // in place: see [Execution.Cleanup].
@@ -103,11 +115,23 @@ func (j *jobRun) run(ctx context.Context) Result {
 	defer func() { <-j.scripts.done }() // nothing writes in the directory after the job
 	src, err := j.checkout(ctx, pre)
 	if err != nil {
-		return j.abort(ctx, fmt.Errorf("checkout: %w", err))
+		return j.abort(ctx, infrastructure(fmt.Errorf("checkout: %w", err)))
 	}
 	j.src = src
 	j.rep.JobRunning()
-	return j.steps(ctx)
+	if j.needsContainers() {
+		ctr, err := j.prepareContainers(ctx)
+		defer ctr.teardown(ctx)
+		if err != nil {
+			return j.abort(ctx, fmt.Errorf("prepare containers: %w", err))
+		}
+		j.ctr = ctr
+	}
+	k, err := j.beforeSteps(ctx) // artifacts of the needed jobs, caches (storage_job.go)
+	if err != nil {
+		return j.abort(ctx, err)
+	}
+	return j.afterSteps(ctx, k, j.steps(ctx))
 }
 
 // abort ends a job that could not start its steps: every step is skipped.
@@ -206,17 +230,30 @@ func (j *jobRun) runStep(ctx context.Context, i int, st workflow.Step, env []str
 	if err := j.scripts.errs[i]; err != nil {
 		return fail(0, fmt.Errorf("write script: %w", err))
 	}
-	argv, err := shellCommand(st.Shell, script)
+	command := shellCommand
+	if j.ctr.inImage() {
+		command = containerCommand
+	}
+	argv, err := command(st.Shell, script)
 	if err != nil {
 		return fail(0, err)
 	}
 	out := newOutput(i, j.rep, j.mask, j.r.cfg.MaxStepLogBytes)
-	res := j.r.runProcess(ctx, j.kill, argv, dir, env, out, func(t time.Time) {
+	started := func(t time.Time) {
 		rep.Status, rep.StartedAt = StatusRunning, t
 		j.rep.StepStatus(rep)
-	})
+	}
+	var res procResult
+	if j.ctr.inImage() {
+		res = j.ctr.runStep(ctx, j.kill, i, argv, dir, env, out, started)
+	} else {
+		res = j.r.runProcess(ctx, j.kill, argv, dir, env, out, started)
+		if res.startErr != nil {
+			res.startErr = fmt.Errorf("start %q: %w", argv[0], res.startErr)
+		}
+	}
 	if res.startErr != nil {
-		return fail(res.exitCode, fmt.Errorf("start %q: %w", argv[0], res.startErr))
+		return fail(res.exitCode, res.startErr)
 	}
 	rep.ExitCode, rep.FinishedAt = res.exitCode, time.Now()
 	switch {
@@ -226,6 +263,8 @@ func (j *jobRun) runStep(ctx context.Context, i int, st workflow.Step, env []str
 			cause = causeOf(ctx)
 		}
 		rep.Status, rep.Err = statusOf(cause), cause
+	case res.err != nil:
+		rep.Status, rep.Err = StatusFailure, maskError(j.mask, res.err)
 	case res.exitCode == 0:
 		rep.Status = StatusSuccess
 	default:

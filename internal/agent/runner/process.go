@@ -19,6 +19,9 @@ type procResult struct {
 	// stopped is true when the runner signalled the process group because
 	// ctx ended or the job was killed.
 	stopped bool
+	// err, when set, says why the step's end is unknown although it
+	// started: the Docker engine failed while a step in an image ran.
+	err error
 }
 
 // runProcess runs argv in its own process group with its stdout and stderr

@@ -20,6 +20,9 @@ const (
 	DefaultMaxStepLogBytes = 10 << 20
 	DefaultMaxArchiveBytes = 2 << 30
 	DefaultOutputDrain     = 2 * time.Second
+	// DefaultServiceReadyTimeout bounds the wait for a job's services to
+	// report healthy.
+	DefaultServiceReadyTimeout = 60 * time.Second
 )
 
 // JobLevelStep is the step index of output that belongs to no step: the
@@ -63,6 +66,21 @@ type Config struct {
 	// that something outliving the runner's process can kill them (the
 	// agent's reaper, internal/agent/reaper). Nil means none.
 	Guard ProcessGuard
+	// DockerHost is the Docker engine that runs the containers of jobs
+	// with `image:` or `services:`, e.g. "unix:///var/run/docker.sock";
+	// "" means DOCKER_HOST, or the engine's default socket. The runner
+	// connects when the first such job starts, not before.
+	DockerHost string
+	// ContainerOwner is written into the kici-job-owner label of every
+	// container and network the runner makes, so that
+	// [Runner.RemoveLeftoverContainers] finds what an earlier run of the
+	// same owner left (the agent passes its id). "" leaves the label
+	// empty and makes RemoveLeftoverContainers do nothing.
+	ContainerOwner string
+	// ServiceReadyTimeout bounds the wait for a job's services whose
+	// image declares a HEALTHCHECK to report healthy; past it the job
+	// fails, naming the service. 0 means DefaultServiceReadyTimeout (60 s).
+	ServiceReadyTimeout time.Duration
 }
 
 // ProcessGuard is what the runner tells about the process groups it starts.
@@ -91,6 +109,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("runner config: MaxArchiveBytes is %d, want >= 0", c.MaxArchiveBytes)
 	case c.OutputDrain < 0:
 		return fmt.Errorf("runner config: OutputDrain is %s, want >= 0", c.OutputDrain)
+	case c.ServiceReadyTimeout < 0:
+		return fmt.Errorf("runner config: ServiceReadyTimeout is %s, want >= 0", c.ServiceReadyTimeout)
 	}
 	return nil
 }
@@ -114,6 +134,9 @@ func (c Config) withDefaults() Config {
 	if c.Git == "" {
 		c.Git = "git"
 	}
+	if c.ServiceReadyTimeout == 0 {
+		c.ServiceReadyTimeout = DefaultServiceReadyTimeout
+	}
 	return c
 }
 
@@ -122,6 +145,10 @@ type Runner struct {
 	cfg    Config
 	log    *slog.Logger
 	spares spares // emptied job directories for the next jobs (see recycle)
+	docker docker // the Docker engine's client, made for the first job that needs it
+	// transfers bounds the artifact and cache transfers of all its jobs
+	// (transfer.go).
+	transfers transferSlots
 }
 
 // New returns a Runner after validating cfg and creating its WorkDir.
@@ -199,6 +226,9 @@ type JobSpec struct {
 	// expressions.
 	Event  workflow.EventVars
 	Inputs map[string]string
+	// Storage is the orchestrator that keeps the job's artifacts and
+	// caches; its zero value keeps none (transfer.go).
+	Storage Storage
 }
 
 // Status is a job's or a step's status, as the contract names them.
