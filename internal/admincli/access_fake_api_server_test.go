@@ -116,6 +116,7 @@ func (f *fakeAPI) revokeAgentToken(w http.ResponseWriter, r *http.Request) {
 var fakeSecrets = []apiv1.Secret{
 	{Name: "DEPLOY_TOKEN", CreatedAt: before(20 * 24 * time.Hour), UpdatedAt: before(2 * time.Hour), UpdatedBy: "tok-1", KeyVersion: 2},
 	{Name: "NPM_TOKEN", Source: "web", CreatedAt: before(5 * 24 * time.Hour), UpdatedAt: before(5 * 24 * time.Hour), UpdatedBy: "bootstrap", KeyVersion: 2},
+	{Name: "DEPLOY_KEY", Environment: "production", CreatedAt: before(3 * 24 * time.Hour), UpdatedAt: before(3 * 24 * time.Hour), UpdatedBy: "tok-1", KeyVersion: 2},
 }
 
 func (f *fakeAPI) listSecrets(w http.ResponseWriter, r *http.Request) {
@@ -138,19 +139,19 @@ func (f *fakeAPI) setSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, `secret name "`+name+`": use upper-case letters, digits and _ (not starting with a digit)`)
 		return
 	}
-	source := r.URL.Query().Get("source")
+	source, env := r.URL.Query().Get("source"), r.URL.Query().Get("environment")
 	if source != "" && source != "web" {
 		writeError(w, http.StatusNotFound, `source "`+source+`": not found`)
 		return
 	}
-	writeJSONStatus(w, http.StatusCreated, apiv1.Secret{Name: name, Source: source, CreatedAt: fakeNow, UpdatedAt: fakeNow, UpdatedBy: "tok-1", KeyVersion: 2})
+	writeJSONStatus(w, http.StatusCreated, apiv1.Secret{Name: name, Source: source, Environment: env, CreatedAt: fakeNow, UpdatedAt: fakeNow, UpdatedBy: "tok-1", KeyVersion: 2})
 }
 
 func (f *fakeAPI) deleteSecret(w http.ResponseWriter, r *http.Request) {
-	name, source := r.PathValue("name"), r.URL.Query().Get("source")
+	name, source, env := r.PathValue("name"), r.URL.Query().Get("source"), r.URL.Query().Get("environment")
 	for _, s := range fakeSecrets {
-		if s.Name == name && s.Source == source {
-			writeJSONStatus(w, http.StatusOK, apiv1.Secret{Name: name, Source: source})
+		if s.Name == name && s.Source == source && s.Environment == env {
+			writeJSONStatus(w, http.StatusOK, apiv1.Secret{Name: name, Source: source, Environment: env})
 			return
 		}
 	}

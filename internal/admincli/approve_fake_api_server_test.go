@@ -18,7 +18,7 @@ func init() {
 		Error:     "awaiting approval: pull request #7 from fork mallory/app; nothing runs until an owner or admin approves it (kici-admin runs approve r-450), which starts it with the source's secrets",
 		CreatedAt: before(time.Minute),
 		Jobs: []apiv1.Job{
-			{ID: "j-40", Name: "build", Status: "waiting", RunsOn: []string{"linux"}, Steps: []apiv1.Step{{Index: 1, Name: "compile", Status: "pending"}}},
+			{ID: "j-40", Name: "build", Status: "waiting", RunsOn: []string{"linux"}, Attempt: 1, Steps: []apiv1.Step{{Index: 1, Name: "compile", Status: "pending"}}},
 		},
 	}
 }

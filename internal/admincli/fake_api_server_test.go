@@ -81,6 +81,7 @@ func newFakeAPI(t *testing.T, empty bool) *fakeAPI {
 	f.deliveriesRoutes(mux)
 	f.schedulesRoutes(mux)
 	f.peersRoutes(mux)
+	f.environmentsRoutes(mux)
 	f.srv = httptest.NewServer(f.record(mux))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -167,9 +168,9 @@ var fakeRuns = map[string]apiv1.Run{
 		CreatedAt: before(30 * time.Second), StartedAt: beforeP(25 * time.Second),
 		Jobs: []apiv1.Job{{
 			ID: "j-10", Name: "build", Status: "running", RunsOn: []string{"linux"}, AgentID: "agent-1",
-			StartedAt: beforeP(20 * time.Second),
+			StartedAt: beforeP(20 * time.Second), Attempt: 1, QueuedAt: beforeP(22 * time.Second),
 			Steps: []apiv1.Step{
-				{Index: 0, Name: "compile", Status: "running"},
+				{Index: 0, Name: "compile", Status: "running", StartedAt: beforeP(19 * time.Second)},
 				{Index: 1, Name: "test", Status: "pending"},
 			},
 		}},
@@ -183,19 +184,28 @@ var fakeRuns = map[string]apiv1.Run{
 			{
 				ID: "j-1", Name: "lint", Status: "success", RunsOn: []string{"linux"}, AgentID: "agent-1",
 				StartedAt: beforeP(time.Hour - 5*time.Second), FinishedAt: beforeP(time.Hour - 8*time.Second),
-				Steps: []apiv1.Step{{Index: 0, Name: "check files", Status: "success", ExitCode: intP(0)}},
+				Attempt: 1, QueuedAt: beforeP(time.Hour - 4*time.Second),
+				Steps: []apiv1.Step{{Index: 0, Name: "check files", Status: "success", ExitCode: intP(0),
+					StartedAt: beforeP(time.Hour - 6*time.Second), FinishedAt: beforeP(time.Hour - 8*time.Second)}},
 			},
 			{
 				ID: "j-2", Name: "test (shard=1)", Status: "failure", RunsOn: []string{"linux", "docker"}, AgentID: "agent-2",
 				Error:     `step "work": exited with code 1`,
 				StartedAt: beforeP(time.Hour - 10*time.Second), FinishedAt: beforeP(time.Hour - 2*time.Minute),
+				Attempt: 2, QueuedAt: beforeP(time.Hour - 9*time.Second),
+				PreviousAttempts: []apiv1.JobAttempt{{
+					Attempt: 1, Cause: "agent-lost", Error: "agent lost: agent agent-3 disconnected and did not come back within 2m0s",
+					AgentID: "agent-3", StartedAt: beforeP(time.Hour - 5*time.Second), EndedAt: before(time.Hour - 9*time.Second),
+				}},
 				Steps: []apiv1.Step{
-					{Index: 0, Name: "greet", Status: "success", ExitCode: intP(0)},
-					{Index: 1, Name: "work", Status: "failure", ExitCode: intP(1), Error: "exited with code 1"},
+					{Index: 0, Name: "greet", Status: "success", ExitCode: intP(0),
+						StartedAt: beforeP(time.Hour - 11*time.Second), FinishedAt: beforeP(time.Hour - 12*time.Second)},
+					{Index: 1, Name: "work", Status: "failure", ExitCode: intP(1), Error: "exited with code 1",
+						StartedAt: beforeP(time.Hour - 12*time.Second), FinishedAt: beforeP(time.Hour - 2*time.Minute)},
 				},
 			},
 			{
-				ID: "j-3", Name: "report", Status: "skipped", RunsOn: []string{},
+				ID: "j-3", Name: "report", Status: "skipped", RunsOn: []string{}, Attempt: 1,
 				Steps: []apiv1.Step{{Index: 0, Name: "summary", Status: "skipped"}},
 			},
 		},
@@ -420,7 +430,19 @@ func (f *fakeAPI) rerun(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSONStatus(w, http.StatusOK, apiv1.RunRef{ID: "r-104", Workflow: run.Workflow})
+	var req apiv1.RerunRequest
+	if r.ContentLength != 0 && !decode(w, r, &req) {
+		return
+	}
+	if !req.Failed {
+		writeJSONStatus(w, http.StatusOK, apiv1.RunRef{ID: "r-104", Workflow: run.Workflow})
+		return
+	}
+	if !terminalRun(run.Status) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("rerun of the failed jobs of %q: run %s is %s: the run has not ended yet; wait for it to end, or cancel it", run.ID, run.ID, run.Status))
+		return
+	}
+	writeJSONStatus(w, http.StatusCreated, apiv1.RunRef{ID: "r-105", Workflow: run.Workflow})
 }
 
 // evilLines are the log lines of r-400.

@@ -194,6 +194,11 @@ func TestRequests(t *testing.T) {
 			want: []fakeRequest{{Method: "POST", Path: "/api/v1/runs/r-102/rerun"}},
 		},
 		{
+			name: "runs rerun --failed",
+			args: []string{"runs", "rerun", "r-102", "--failed"},
+			want: []fakeRequest{{Method: "POST", Path: "/api/v1/runs/r-102/rerun", Body: map[string]any{"failed": true}}},
+		},
+		{
 			name: "runs logs of one step pages with the cursor",
 			args: []string{"runs", "logs", "r-102", "--job", "test (shard=1)", "--step", "2"},
 			want: []fakeRequest{

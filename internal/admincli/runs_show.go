@@ -78,16 +78,25 @@ func printRun(w io.Writer, now time.Time, r apiv1.Run) {
 	tw = newTable(w)
 	tw.row("JOB / STEP", "STATUS", "EXIT", "RUNS ON", "AGENT", "DURATION")
 	for _, j := range r.Jobs {
-		tw.row(j.Name, j.Status, "", list(j.RunsOn), dash(j.AgentID), elapsed(now, j.StartedAt, j.FinishedAt))
+		status := j.Status
+		if j.Attempt > 1 {
+			status += fmt.Sprintf(" (attempt %d)", j.Attempt)
+		}
+		tw.row(j.Name, status, "", list(j.RunsOn), dash(j.AgentID), elapsed(now, j.StartedAt, j.FinishedAt))
 		for _, s := range j.Steps {
 			exit := ""
 			if s.ExitCode != nil {
 				exit = strconv.Itoa(*s.ExitCode)
 			}
-			tw.row(fmt.Sprintf("  %d. %s", s.Index, s.Name), s.Status, exit, "", "", "")
+			took := ""
+			if s.StartedAt != nil {
+				took = elapsed(now, s.StartedAt, s.FinishedAt)
+			}
+			tw.row(fmt.Sprintf("  %d. %s", s.Index, s.Name), s.Status, exit, "", "", took)
 		}
 	}
 	tw.flush()
+	printAttempts(w, r.Jobs)
 	var errs []string
 	for _, j := range r.Jobs {
 		if j.Error != "" {
@@ -121,4 +130,26 @@ func eventKind(raw json.RawMessage) string {
 		return s
 	}
 	return ""
+}
+
+// printAttempts lists how the earlier attempts of the run's retried jobs
+// ended, when there are any.
+func printAttempts(w io.Writer, jobs []apiv1.Job) {
+	var lines []string
+	for _, j := range jobs {
+		for _, a := range j.PreviousAttempts {
+			on := ""
+			if a.AgentID != "" {
+				on = " on " + a.AgentID
+			}
+			lines = append(lines, fmt.Sprintf("%s: attempt %d ended (%s)%s: %s", j.Name, a.Attempt, a.Cause, on, a.Error))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nretried attempts:")
+	for _, l := range lines {
+		fmt.Fprintf(w, "  %s\n", escapeControls(l))
+	}
 }

@@ -41,10 +41,13 @@ func newSecretsListCmd(a *app) *cobra.Command {
 			}
 			now := a.env.now()
 			tw := newTable(out)
-			tw.row("NAME", "SOURCE", "UPDATED", "UPDATED BY", "CREATED", "KEY VERSION")
+			tw.row("NAME", "SCOPE", "UPDATED", "UPDATED BY", "CREATED", "KEY VERSION")
 			for _, s := range sl.Secrets {
 				src := s.Source
-				if src == "" {
+				switch {
+				case s.Environment != "":
+					src = "env " + s.Environment
+				case src == "":
 					src = "(all)"
 				}
 				tw.row(s.Name, src, ago(now, s.UpdatedAt), dash(s.UpdatedBy), ago(now, s.CreatedAt), strconv.Itoa(s.KeyVersion))

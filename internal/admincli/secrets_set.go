@@ -46,24 +46,41 @@ func readStdinValue(e *env, prompt string) (string, error) {
 	return v, nil
 }
 
-// secretQuery is ?source=S, or nothing for a secret of every source.
-func secretQuery(source string) url.Values {
-	if source == "" {
-		return nil
-	}
-	return url.Values{"source": {source}}
+// secretScope is where a secret belongs: a source, an environment, or
+// neither (every source).
+type secretScope struct{ source, environment string }
+
+func (s *secretScope) flags(cmd *cobra.Command, verb string) {
+	cmd.Flags().StringVar(&s.source, "source", "", "`SOURCE` whose jobs alone "+verb+" (default every source)")
+	cmd.Flags().StringVar(&s.environment, "environment", "", "`ENV`ironment whose jobs alone "+verb+" (a job names it with environment:)")
 }
 
-// secretName is how the output names a secret.
-func secretName(name, source string) string {
-	if source == "" {
-		return name
+// query is ?source=S or ?environment=E, or nothing for every source.
+func (s secretScope) query() (url.Values, error) {
+	switch {
+	case s.source != "" && s.environment != "":
+		return nil, usagef("give --source or --environment, not both: a secret belongs to one scope")
+	case s.environment != "":
+		return url.Values{"environment": {s.environment}}, nil
+	case s.source != "":
+		return url.Values{"source": {s.source}}, nil
 	}
-	return fmt.Sprintf("%s (source %s)", name, source)
+	return nil, nil
+}
+
+// name is how the output names a secret.
+func (s secretScope) name(name string) string {
+	switch {
+	case s.environment != "":
+		return fmt.Sprintf("%s (environment %s)", name, s.environment)
+	case s.source != "":
+		return fmt.Sprintf("%s (source %s)", name, s.source)
+	}
+	return name
 }
 
 func newSecretsSetCmd(a *app) *cobra.Command {
-	var source string
+	var scope secretScope
 	cmd := &cobra.Command{
 		Use:   "set NAME",
 		Short: "Set a secret; the value is read from stdin",
@@ -75,14 +92,21 @@ the orchestrator's logs.
 A job receives a secret, as the environment variable NAME, only when its
 workflow declares it (secrets: [NAME]); its value is masked as *** in the
 job's logs. With --source the secret is only for that source's jobs, and
-wins over a secret of the same name for every source.`,
+wins over a secret of the same name for every source. With --environment
+it is only for the jobs that name that environment (environment: NAME),
+and wins over both; a job without the environment never receives it.`,
 		Example: `  printf %s "$DEPLOY_TOKEN" | kici-admin secrets set DEPLOY_TOKEN
-  kici-admin secrets set NPM_TOKEN --source web < npm-token.txt`,
+  kici-admin secrets set NPM_TOKEN --source web < npm-token.txt
+  kici-admin secrets set DEPLOY_KEY --environment production < deploy.key`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if name == "" {
 				return usagef("NAME is empty")
+			}
+			q, err := scope.query()
+			if err != nil {
+				return err
 			}
 			value, err := readStdinValue(a.env, "secret value")
 			if err != nil {
@@ -93,14 +117,14 @@ wins over a secret of the same name for every source.`,
 				return err
 			}
 			var sec apiv1.Secret
-			err = c.do(cmd.Context(), http.MethodPut, "/api/v1/secrets/"+url.PathEscape(name), secretQuery(source), apiv1.SecretRequest{Value: value}, &sec)
+			err = c.do(cmd.Context(), http.MethodPut, "/api/v1/secrets/"+url.PathEscape(name), q, apiv1.SecretRequest{Value: value}, &sec)
 			if err != nil {
 				return fmt.Errorf("set secret %s: %w", name, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "secret %s set (%d bytes)\n", secretName(name, source), len(value))
+			fmt.Fprintf(cmd.OutOrStdout(), "secret %s set (%d bytes)\n", scope.name(name), len(value))
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&source, "source", "", "`SOURCE` whose jobs alone may receive the secret (default every source)")
+	scope.flags(cmd, "may receive the secret")
 	return cmd
 }

@@ -24,7 +24,9 @@ import (
 
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/archivecache"
+	"github.com/kici-dev/kici/internal/artifacts"
 	"github.com/kici-dev/kici/internal/auth"
+	"github.com/kici-dev/kici/internal/caches"
 	"github.com/kici-dev/kici/internal/cluster/join"
 	"github.com/kici-dev/kici/internal/dispatch"
 	"github.com/kici-dev/kici/internal/logs"
@@ -88,6 +90,10 @@ type Config struct {
 	// AllowFileGitURLs accepts file:// URLs for git sources (see
 	// orchestrator.Config.AllowFileGitURLs).
 	AllowFileGitURLs bool
+	// Artifacts and Caches keep jobs' artifacts and cache entries; nil
+	// answers 503 on their routes.
+	Artifacts *artifacts.Service
+	Caches    *caches.Service
 }
 
 // Server is the HTTP API.
@@ -209,6 +215,15 @@ func (s *Server) routes() []route {
 		{"POST /api/v1/runs/{id}/approve", adminToken, auth.RunApprove, "run.approve", s.approveRun},
 		{"GET /api/v1/runs/{id}/jobs/{job}/logs", adminToken, auth.RunRead, "run.logs.read", s.jobLogs},
 		{"GET /api/v1/runs/{id}/events", adminToken, auth.RunRead, "run.events.read", s.runEvents},
+		{"GET /api/v1/runs/{id}/artifacts", adminToken, auth.RunRead, "run.artifacts.list", s.listArtifacts},
+		{"GET /api/v1/runs/{id}/artifacts/{job}", adminToken, auth.RunRead, "run.artifacts.download", s.downloadArtifacts},
+		// A job's agent uploads its artifacts, fetches those of the jobs it
+		// needs, and restores and saves its caches with the job token.
+		{"PUT /api/v1/runs/{id}/jobs/{job}/artifacts", jobToken, "", "artifact.upload", s.uploadArtifacts},
+		{"GET /api/v1/runs/{id}/jobs/{job}/artifacts", jobToken, "", "artifact.fetch", s.fetchUpstreamArtifacts},
+		{"GET /api/v1/caches", jobToken, "", "cache.lookup", s.lookupCache},
+		{"GET /api/v1/caches/{id}", jobToken, "", "cache.fetch", s.fetchCache},
+		{"PUT /api/v1/caches", jobToken, "", "cache.save", s.saveCache},
 		{"GET /api/v1/queue", adminToken, auth.RunRead, "queue.list", s.queue},
 		{"GET /api/v1/schedules", adminToken, auth.RunRead, "schedule.list", s.listSchedules},
 		{"GET /api/v1/agents", adminToken, auth.ScalerRead, "agent.list", s.agents},
@@ -232,6 +247,11 @@ func (s *Server) routes() []route {
 		{"PUT /api/v1/secrets/{name}", adminToken, auth.SecretWrite, "secret.set", s.setSecret},
 		{"DELETE /api/v1/secrets/{name}", adminToken, auth.SecretDelete, "secret.delete", s.deleteSecret},
 		{"POST /api/v1/secrets/rotate-key", adminToken, auth.KeyRotate, "key.rotate", s.rotateKey},
+		// An environment's protection guards who gets its secrets: the
+		// secret permissions govern it.
+		{"GET /api/v1/environments", adminToken, auth.SecretRead, "environment.list", s.listEnvironments},
+		{"PUT /api/v1/environments/{name}", adminToken, auth.SecretWrite, "environment.set", s.setEnvironment},
+		{"DELETE /api/v1/environments/{name}", adminToken, auth.SecretDelete, "environment.delete", s.deleteEnvironment},
 		{"GET /api/v1/audit", adminToken, auth.AuditRead, "audit.list", s.listAudit},
 		{"GET /api/v1/scalers", adminToken, auth.ScalerRead, "scaler.status", s.scalerStatus},
 		{"POST /api/v1/scalers/reload", adminToken, auth.ScalerManage, "scaler.reload", s.scalerReload},

@@ -323,6 +323,9 @@ func TestForkPullRequestPolicies(t *testing.T) {
 
 		t.Run("a pull request from the same repository is unaffected", func(t *testing.T) {
 			h.addForkSource(t, "fork-same", dir, "ignore")
+			// It gets the source's secrets, so the one it declares must be
+			// set (else the run fails at creation, naming it).
+			h.mustAdmin(t, http.MethodPut, "/api/v1/secrets/DEPLOY_TOKEN?source=fork-same", `{"value": "same-repo-token"}`, http.StatusCreated, nil)
 			resp := h.deliverPR(t, "fork-same", "fs-1", pullRequest("octo-org/hello", baseSHA, headSHA))
 			var tr apiv1.TriggerResponse
 			resp.decode(t, &tr)

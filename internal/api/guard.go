@@ -29,7 +29,7 @@ const msgBadAdminToken = "admin token missing or invalid (send Authorization: Be
 //     missing or invalid, counted as a failure; 503 when the store cannot
 //     say) and checks the route's permission against the token's role
 //     (403 naming both).
-//  3. Request bodies are bounded.
+//  3. Request bodies are bounded (bundle uploads by their own limits).
 //  4. The audit log gets every mutation (any method but GET) of an
 //     admin-token route, with its outcome; every join request that names
 //     a token (join-token routes; the handler skips malformed ones), with
@@ -77,7 +77,7 @@ func (s *Server) guard(rt route) http.Handler {
 			}
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 		}
-		if rt.access != public && rt.access != signed && r.Body != nil {
+		if rt.access != public && rt.access != signed && r.Body != nil && !streamsBody(rt.pattern) {
 			r.Body = http.MaxBytesReader(w, r.Body, maxJSONBody)
 		}
 		rec := &recorder{ResponseWriter: w}

@@ -61,6 +61,10 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 		out.NextCursor = encodeQueueCursor(store.QueueCursor{EnqueuedAt: last.EnqueuedAt, JobID: last.JobID})
 	}
 	view := newQueueView(s.disp.Agents(), s.disp.ScaleStatusOf)
+	if view.held, err = s.db.ConcurrencyWaits(r.Context(), pendingJobs(rows)); err != nil {
+		s.storeError(w, "list queue", err)
+		return
+	}
 	for _, e := range rows {
 		out.Jobs = append(out.Jobs, apiv1.QueueEntry{
 			JobID: e.JobID, RunID: e.RunID, Job: e.JobName, Labels: e.Labels, Status: queueStatus(e.Status),
@@ -129,6 +133,20 @@ type queueView struct {
 	scale  func(jobID string) (dispatch.ScaleStatus, bool)
 	// byLabels caches agentsWhy per label set.
 	byLabels map[string]agentsWhy
+	// held says why, for the queued jobs that their concurrency group or
+	// matrix max-parallel holds back (store.ConcurrencyWaits).
+	held map[string]string
+}
+
+// pendingJobs are the ids of the queued (not dispatched) rows.
+func pendingJobs(rows []store.QueueListEntry) []string {
+	var ids []string
+	for _, e := range rows {
+		if e.Status == store.QueuePending {
+			ids = append(ids, e.JobID)
+		}
+	}
+	return ids
 }
 
 // agentsWhy is what the connected agents say about one label set.
@@ -145,11 +163,15 @@ func newQueueView(agents []*dispatch.Agent, scale func(string) (dispatch.ScaleSt
 	return v
 }
 
-// why says in words why a queue row waits: its dispatch state, or what
-// the connected agents (the drained ones named) and, when the job was
+// why says in words why a queue row waits: its dispatch state, its
+// concurrency group or matrix max-parallel when they hold it back, or
+// what the connected agents (the drained ones named) and, when the job was
 // offered to it, the scaler say; then the job's provisioning error and
 // last requeue reason.
 func (v *queueView) why(e store.QueueEntry) string {
+	if held, ok := v.held[e.JobID]; ok && e.Status == store.QueuePending {
+		return held
+	}
 	switch {
 	case e.RecoveryDeadline != nil:
 		return fmt.Sprintf("waiting for agent %s to reconnect and reclaim the job until %s", e.RecoveryAgentID, e.RecoveryDeadline.UTC().Format(time.RFC3339))
@@ -169,7 +191,10 @@ func (v *queueView) why(e store.QueueEntry) string {
 	if pe := e.LastProvisioningError; pe != "" && !strings.Contains(why, pe) && !strings.Contains(why, strconv.Quote(pe)) {
 		why += "; last provisioning error: " + pe
 	}
-	if e.LastRequeueReason != "" {
+	switch {
+	case e.LastRequeueReason != "" && e.DispatchAttempts == 0:
+		why += "; " + e.LastRequeueReason // a new attempt's row (a retry) says why it is there
+	case e.LastRequeueReason != "":
 		why += fmt.Sprintf("; requeued %d time(s), last because %s", e.DispatchAttempts, e.LastRequeueReason)
 	}
 	return why

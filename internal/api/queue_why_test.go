@@ -48,6 +48,8 @@ func TestQueueWhy(t *testing.T) {
 			want:  "waiting for capacity: scaler pool is at maxAgents 1; last provisioning error: " + refusal},
 		{name: "no agent, requeued", entry: store.QueueEntry{Labels: []string{"gpu"}, DispatchAttempts: 2, LastRequeueReason: "agent lost"},
 			want: "no connected agent has all of the labels [gpu]; requeued 2 time(s), last because agent lost"},
+		{name: "no agent, a retry", entry: store.QueueEntry{Labels: []string{"gpu"}, LastRequeueReason: "attempt 1 ended: agent lost (x); retrying as attempt 2 of 2"},
+			want: "no connected agent has all of the labels [gpu]; attempt 1 ended: agent lost (x); retrying as attempt 2 of 2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

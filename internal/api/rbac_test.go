@@ -147,7 +147,15 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 			},
 			"GET /api/v1/runs/{id}/jobs/{job}/logs": static("/api/v1/runs/"+run+"/jobs/build/logs", "", http.StatusOK),
 			"GET /api/v1/runs/{id}/events":          static("/api/v1/runs/"+done+"/events", "", http.StatusOK),
-			"GET /api/v1/queue":                     static("/api/v1/queue", "", http.StatusOK),
+			"GET /api/v1/runs/{id}/artifacts":       static("/api/v1/runs/"+run+"/artifacts", "", http.StatusOK),
+			// The job uploaded nothing: the guard let the caller through to 404.
+			"GET /api/v1/runs/{id}/artifacts/{job}":      static("/api/v1/runs/"+run+"/artifacts/build", "", http.StatusNotFound),
+			"PUT /api/v1/runs/{id}/jobs/{job}/artifacts": static("/api/v1/runs/"+run+"/jobs/build/artifacts", "bundle", 0),
+			"GET /api/v1/runs/{id}/jobs/{job}/artifacts": static("/api/v1/runs/"+run+"/jobs/build/artifacts", "", 0),
+			"GET /api/v1/caches":                         static("/api/v1/caches?key=k&version=0123456789abcdef", "", 0),
+			"GET /api/v1/caches/{id}":                    static("/api/v1/caches/some-entry", "", 0),
+			"PUT /api/v1/caches":                         static("/api/v1/caches?key=k&version=0123456789abcdef", "bundle", 0),
+			"GET /api/v1/queue":                          static("/api/v1/queue", "", http.StatusOK),
 			// The test orchestrator has no schedule lister yet: the handler's
 			// own 503 shows the guard let the caller through. (200 once the
 			// orchestrator wires its scheduler's cache into api.Config.)
@@ -199,6 +207,15 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 				name := unique("DOOMED_")
 				h.mustAdmin(t, http.MethodPut, "/api/v1/secrets/"+name, `{"value": "v123"}`, http.StatusCreated, nil)
 				return "/api/v1/secrets/" + name, "", http.StatusOK
+			},
+			"GET /api/v1/environments": static("/api/v1/environments", "", http.StatusOK),
+			"PUT /api/v1/environments/{name}": func(t *testing.T) (string, string, int) {
+				return "/api/v1/environments/" + unique("env-"), `{"require_approval": true, "branches": ["main"]}`, http.StatusOK
+			},
+			"DELETE /api/v1/environments/{name}": func(t *testing.T) (string, string, int) {
+				name := unique("doomed-env-")
+				h.mustAdmin(t, http.MethodPut, "/api/v1/environments/"+name, `{"branches": []}`, http.StatusOK, nil)
+				return "/api/v1/environments/" + name, "", http.StatusOK
 			},
 			"POST /api/v1/secrets/rotate-key": func(t *testing.T) (string, string, int) {
 				return "/api/v1/secrets/rotate-key", fmt.Sprintf(`{"new_key": %q}`, secrets.GenerateKey().Hex()), http.StatusOK
@@ -291,7 +308,7 @@ func TestEveryRouteEnforcesItsAccess(t *testing.T) {
 		h.mustAdmin(t, http.MethodGet, "/api/v1/audit?outcome=denied&limit=1000", nil, http.StatusOK, &got)
 		denied := 0
 		for _, e := range got.Entries {
-			if e.Status == http.StatusForbidden || (e.Status == http.StatusUnauthorized && strings.HasPrefix(e.Target, "/api/v1/") && !strings.Contains(e.Target, "/archive/")) {
+			if e.Status == http.StatusForbidden || (e.Status == http.StatusUnauthorized && strings.HasPrefix(e.Target, "/api/v1/") && e.ActorType != auth.ActorJobToken) {
 				denied++
 			}
 		}

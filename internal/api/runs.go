@@ -28,12 +28,14 @@ func toAPIRun(run store.Run) apiv1.Run {
 	}
 	for _, j := range run.Jobs {
 		aj := apiv1.Job{ID: j.ID, Name: j.Name, Status: string(j.Status), RunsOn: j.RunsOn, AgentID: j.AgentID,
-			Error: j.Error, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Steps: []apiv1.Step{}}
+			Error: j.Error, StartedAt: j.StartedAt, FinishedAt: j.FinishedAt, Attempt: j.Retries + 1, QueuedAt: j.QueuedAt,
+			Steps: []apiv1.Step{}}
 		if aj.RunsOn == nil {
 			aj.RunsOn = []string{}
 		}
 		for _, st := range j.Steps {
-			aj.Steps = append(aj.Steps, apiv1.Step{Index: st.Index, Name: st.Name, Status: string(st.Status), ExitCode: st.ExitCode, Error: st.Error})
+			aj.Steps = append(aj.Steps, apiv1.Step{Index: st.Index, Name: st.Name, Status: string(st.Status), ExitCode: st.ExitCode, Error: st.Error,
+				StartedAt: st.StartedAt, FinishedAt: st.FinishedAt})
 		}
 		for _, n := range j.Spec.Needs {
 			aj.Needs = append(aj.Needs, n.Job)
@@ -89,7 +91,16 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toAPIRun(run))
+	out := toAPIRun(run)
+	if err := s.markHeldJobs(r.Context(), &out); err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), err)
+		return
+	}
+	if err := s.addPreviousAttempts(r.Context(), run, &out); err != nil {
+		s.storeError(w, fmt.Sprintf("run %q", r.PathValue("id")), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
@@ -136,7 +147,7 @@ func (s *Server) approveRun(w http.ResponseWriter, r *http.Request) {
 		if cur, gerr := s.db.GetRun(r.Context(), id); gerr == nil {
 			status = string(cur.Status)
 		}
-		writeError(w, http.StatusConflict, fmt.Sprintf("run %q is %s, not awaiting_approval: only a run awaiting approval can be approved", id, status))
+		writeError(w, http.StatusConflict, fmt.Sprintf("run %q is %s, not awaiting_approval, and none of its jobs awaits an approval: only a run awaiting approval, or one with a job held for its environment, can be approved", id, status))
 		return
 	}
 	if err != nil {
@@ -163,7 +174,19 @@ func (s *Server) rerunRun(w http.ResponseWriter, r *http.Request) {
 		s.storeError(w, fmt.Sprintf("source %q", run.Source), err)
 		return
 	}
-	child, err := s.pipe.Rerun(r.Context(), run)
+	var in apiv1.RerunRequest
+	if r.ContentLength != 0 && !decodeJSON(w, r, &in) {
+		return
+	}
+	rerun := s.pipe.Rerun
+	if in.Failed {
+		rerun = s.pipe.RerunFailed
+	}
+	child, err := rerun(r.Context(), run)
+	if errors.Is(err, scheduler.ErrRunNotEnded) || errors.Is(err, scheduler.ErrNothingFailed) {
+		writeError(w, http.StatusConflict, fmt.Sprintf("rerun of the failed jobs of %q: %v", id, err))
+		return
+	}
 	if err != nil {
 		s.storeError(w, fmt.Sprintf("rerun of %q", id), err)
 		return

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/kici-dev/kici/internal/apiv1"
 	"github.com/kici-dev/kici/internal/secrets"
 	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/workflow"
 )
 
 // No handler here ever writes a secret's value, in an answer, a log line
@@ -30,8 +32,28 @@ func secretTarget(source, name string) string {
 }
 
 func secretOut(sec store.Secret) apiv1.Secret {
-	return apiv1.Secret{Name: sec.Name, Source: sec.Scope, CreatedAt: sec.CreatedAt, UpdatedAt: sec.UpdatedAt,
+	out := apiv1.Secret{Name: sec.Name, Source: sec.Scope, CreatedAt: sec.CreatedAt, UpdatedAt: sec.UpdatedAt,
 		UpdatedBy: sec.UpdatedBy, KeyVersion: sec.KeyVersion}
+	if env, ok := strings.CutPrefix(sec.Scope, secrets.EnvironmentScope("")); ok {
+		out.Source, out.Environment = "", env
+	}
+	return out
+}
+
+// scopeParam reads the scope a secrets route names: ?source=NAME,
+// ?environment=NAME, or neither (every source); not both.
+func scopeParam(r *http.Request) (scope string, err error) {
+	source, env := r.URL.Query().Get("source"), r.URL.Query().Get("environment")
+	switch {
+	case source != "" && env != "":
+		return "", fmt.Errorf("give source or environment, not both: a secret belongs to one scope")
+	case env != "":
+		if !workflow.ValidEnvironment(env) {
+			return "", fmt.Errorf("environment %q: use up to 64 letters, digits, _, . and -, starting with a letter or digit", env)
+		}
+		return secrets.EnvironmentScope(env), nil
+	}
+	return source, nil
 }
 
 func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
@@ -50,11 +72,16 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// secretScope reads ?source= and checks that the source exists.
+// secretScope reads ?source= or ?environment= and checks that a source
+// named exists (an environment need not be configured to hold secrets).
 func (s *Server) secretScope(w http.ResponseWriter, r *http.Request) (string, bool) {
-	source := r.URL.Query().Get("source")
-	if source == "" {
-		return "", true
+	source, err := scopeParam(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return "", false
+	}
+	if source == "" || strings.HasPrefix(source, secrets.EnvironmentScope("")) {
+		return source, true
 	}
 	if _, err := s.db.GetSource(r.Context(), source); err != nil {
 		s.storeError(w, fmt.Sprintf("source %q", source), err)
@@ -65,7 +92,8 @@ func (s *Server) secretScope(w http.ResponseWriter, r *http.Request) (string, bo
 
 func (s *Server) setSecret(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	audited(r, secretTarget(r.URL.Query().Get("source"), name), "")
+	scope, _ := scopeParam(r)
+	audited(r, secretTarget(scope, name), "")
 	if !s.secretsConfigured(w) {
 		return
 	}
@@ -102,25 +130,31 @@ func (s *Server) setSecret(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	writeJSON(w, status, apiv1.Secret{Name: name, Source: source})
+	writeJSON(w, status, secretOut(store.Secret{Name: name, Scope: source}))
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	source := r.URL.Query().Get("source")
+	source, err := scopeParam(r)
 	audited(r, secretTarget(source, name), "")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if !s.secretsConfigured(w) {
 		return
 	}
 	if err := s.cfg.Secrets.Delete(r.Context(), source, name); err != nil {
 		what := fmt.Sprintf("secret %q", name)
-		if source != "" {
+		if env, ok := strings.CutPrefix(source, secrets.EnvironmentScope("")); ok {
+			what = fmt.Sprintf("secret %q of environment %q", name, env)
+		} else if source != "" {
 			what = fmt.Sprintf("secret %q of source %q", name, source)
 		}
 		s.storeError(w, what, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apiv1.Secret{Name: name, Source: source})
+	writeJSON(w, http.StatusOK, secretOut(store.Secret{Name: name, Scope: source}))
 }
 
 func (s *Server) rotateKey(w http.ResponseWriter, r *http.Request) {

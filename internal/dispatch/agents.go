@@ -12,6 +12,7 @@ import (
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/workflow"
 )
 
 // ErrNotOwner is returned by Apply for a job-scoped message about a job
@@ -152,8 +153,9 @@ func (d *Dispatcher) reconcileMissing(ctx context.Context, a *Agent, inFlight []
 				Reason: fmt.Sprintf("agent %s reconnected without the job it had not acknowledged", a.ID)}, 0)
 			continue
 		}
-		d.endJobByID(ctx, r.JobID, store.JobFailure,
-			fmt.Sprintf("agent lost: agent %s reconnected without the job it was running (it restarted or dropped it)", a.ID))
+		d.failJobByID(ctx, r.JobID,
+			fmt.Sprintf("agent lost: agent %s reconnected without the job it was running (it restarted or dropped it)", a.ID),
+			workflow.RetryAgentLost)
 	}
 	return nil
 }
@@ -196,8 +198,9 @@ func (d *Dispatcher) Unregister(ctx context.Context, a *Agent) {
 				d.requeue(ctx, store.RequeueRequest{JobID: jobID, AgentID: a.ID,
 					Reason: fmt.Sprintf("scaler agent %s disconnected before it acknowledged the job", a.ID)}, job.Attempt)
 			} else {
-				d.endJobByID(ctx, jobID, store.JobFailure, fmt.Sprintf(
-					"agent lost: scaler agent %s disconnected mid-job; scaler agents are single-use, so its compute was destroyed", a.ID))
+				d.failJobByID(ctx, jobID, fmt.Sprintf(
+					"agent lost: scaler agent %s disconnected mid-job; scaler agents are single-use, so its compute was destroyed", a.ID),
+					workflow.RetryAgentLost)
 			}
 			continue
 		}
@@ -253,6 +256,11 @@ func (d *Dispatcher) Cancel(ctx context.Context, runID string, force bool, reaso
 			}
 			if j.Status == store.JobDispatched || j.Status == store.JobRunning {
 				if a := d.reg.get(j.AgentID); a != nil && a.holds(j.ID) {
+					// Recorded on its row too, so that the job is not
+					// retried whatever its agent reports, or if it is lost.
+					if err := d.noteCancelSent(ctx, tx, j.ID, force, reason); err != nil {
+						return err
+					}
 					toAgents = append(toAgents, j)
 					continue
 				}
@@ -423,7 +431,7 @@ func (d *Dispatcher) applyJobStatus(ctx context.Context, tx *store.Tx, job store
 		}
 		return events, false, nil
 	}
-	events, err := d.endJob(ctx, tx, job, to, m.Error)
+	events, err := d.endJobCause(ctx, tx, job, to, m.Error, agentCause(job, m))
 	return events, true, err
 }
 

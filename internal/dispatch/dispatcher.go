@@ -17,6 +17,7 @@ import (
 	"github.com/kici-dev/kici/internal/runstate"
 	"github.com/kici-dev/kici/internal/scheduler"
 	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/workflow"
 )
 
 // MaxAttempts is how many dispatches a job gets: the fifth requeue fails
@@ -521,7 +522,8 @@ func (d *Dispatcher) requeueTx(ctx context.Context, tx *store.Tx, r store.Requeu
 		return nil, false, err
 	}
 	if entry.DispatchAttempts >= MaxAttempts {
-		events, err := d.failJob(ctx, tx, job, fmt.Sprintf("dispatch attempts exhausted (%d): %s", entry.DispatchAttempts, r.Reason))
+		events, err := d.endJobCause(ctx, tx, job, store.JobFailure,
+			fmt.Sprintf("dispatch attempts exhausted (%d): %s", entry.DispatchAttempts, r.Reason), workflow.RetryInfrastructure)
 		return events, true, err
 	}
 	changed, err := tx.UpdateJobStatus(ctx, store.JobTransition{ID: r.JobID, From: runstate.JobFrom(store.JobQueued), To: store.JobQueued})
@@ -642,10 +644,11 @@ func (d *Dispatcher) sweepRecoveries(ctx context.Context) {
 	}
 }
 
-// endLostJob fails a job whose recovery window r expired, unless its agent
-// reclaimed it after the sweep listed it.
+// endLostJob fails a job whose recovery window r expired (or retries it:
+// its agent is lost), unless its agent reclaimed it after the sweep listed
+// it.
 func (d *Dispatcher) endLostJob(ctx context.Context, r store.QueueEntry, to store.JobStatus, msg string) {
-	d.endJobIf(ctx, r.JobID, to, msg, func(tx *store.Tx) (bool, error) {
+	d.endJobIf(ctx, r.JobID, to, msg, workflow.RetryAgentLost, func(tx *store.Tx) (bool, error) {
 		e, err := tx.GetQueueEntry(ctx, r.JobID)
 		if errors.Is(err, store.ErrNotFound) {
 			return false, nil // the job ended meanwhile
@@ -665,20 +668,26 @@ func (d *Dispatcher) sweepQueue(ctx context.Context) {
 	}
 	for _, r := range rows {
 		msg := fmt.Sprintf("queue timeout: no agent with labels %v took the job within the queue timeout", r.Labels)
+		cause := "" // waiting longer would not help
 		if r.LastProvisioningError != "" {
 			msg = "queue timeout: " + r.LastProvisioningError
+			cause = workflow.RetryInfrastructure // no agent could be provisioned for it
 		}
-		d.endJobByID(ctx, r.JobID, store.JobFailure, msg)
+		if why := d.heldWhy(ctx, r.JobID); why != "" {
+			msg, cause = "queue timeout: "+why, ""
+		}
+		d.endJobIf(ctx, r.JobID, store.JobFailure, msg, cause, nil)
 	}
 }
 
 func (d *Dispatcher) endJobByID(ctx context.Context, jobID string, to store.JobStatus, msg string) {
-	d.endJobIf(ctx, jobID, to, msg, nil)
+	d.endJobIf(ctx, jobID, to, msg, "", nil)
 }
 
 // endJobIf ends a job, in one transaction with cond (when not nil), which
-// says whether the job should still end.
-func (d *Dispatcher) endJobIf(ctx context.Context, jobID string, to store.JobStatus, msg string, cond func(tx *store.Tx) (bool, error)) {
+// says whether the job should still end. A failure for cause may retry
+// the job instead (see endJobCause).
+func (d *Dispatcher) endJobIf(ctx context.Context, jobID string, to store.JobStatus, msg, cause string, cond func(tx *store.Tx) (bool, error)) {
 	var events []apiv1.Event
 	err := d.db.Tx(ctx, func(tx *store.Tx) error {
 		events = nil
@@ -691,14 +700,14 @@ func (d *Dispatcher) endJobIf(ctx context.Context, jobID string, to store.JobSta
 		if err != nil {
 			return err
 		}
-		events, err = d.endJob(ctx, tx, job, to, msg)
+		events, err = d.endJobCause(ctx, tx, job, to, msg, cause)
 		return err
 	})
 	if err != nil {
 		d.log.Error("end job failed", "job_id", jobID, "error", err)
 		return
 	}
-	if len(events) > 0 {
+	if len(events) > 0 && events[0].Status == string(to) { // not retried (markRetry logs that)
 		d.log.Warn("job ended by the orchestrator", "job_id", jobID, "status", to, "reason", msg)
 	}
 	d.publish(events)

@@ -12,6 +12,13 @@
 // that is applied in the same transaction as its effect, so a replay after
 // a reconnect or a crash changes nothing.
 //
+// A job's attempt that fails is classified by its cause (agent-lost,
+// infrastructure, timeout, failure; see retry.go) and, when the job's
+// retry: names the cause, goes back to the queue as its next attempt in
+// the transaction that would have failed it (scheduler.RetryTx). Each
+// dispatch, of any attempt, gets the next dispatch attempt number, so its
+// sequence numbers and log chunks never collide with an earlier one's.
+//
 // The agentws package owns the WebSocket connections and calls into a
 // *Dispatcher, which is safe for concurrent use. Nothing here persists
 // except through the store.

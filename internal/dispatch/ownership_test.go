@@ -107,9 +107,10 @@ func TestAgentCarriesItsJobToAnotherInstance(t *testing.T) {
 }
 
 // TestDepartedInstanceDispatchesAreTakenOver: the dispatches of an
-// instance that is gone are taken over with a recovery window, and fail
-// as lost when their agent does not come back; a paused instance that
-// comes back with its agent still connected takes its job back.
+// instance that is gone are taken over with a recovery window, and end as
+// lost when their agent does not come back (the default retry: queues the
+// job again); a paused instance that comes back with its agent still
+// connected takes its job back.
 func TestDepartedInstanceDispatchesAreTakenOver(t *testing.T) {
 	t.Parallel()
 	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
@@ -152,8 +153,11 @@ func TestDepartedInstanceDispatchesAreTakenOver(t *testing.T) {
 		*now = now.Add(5 * time.Minute)
 		b.sweep(t)
 		job := a.jobStatus(t, lost)
-		if job.Status != store.JobFailure || !strings.Contains(job.Error, "agent lost") {
-			t.Errorf("job of the gone agent: %s (%q), want failure as agent lost", job.Status, job.Error)
+		if job.Status != store.JobQueued || job.Retries != 1 {
+			t.Errorf("job of the gone agent: %s after %d retries, want queued again after 1", job.Status, job.Retries)
+		}
+		if at, err := db.ListJobAttempts(t.Context(), lost); err != nil || len(at) != 1 || !strings.Contains(at[0].Error, "agent lost") {
+			t.Errorf("attempts of the job of the gone agent: %+v (%v), want one ended as agent lost", at, err)
 		}
 		if got := a.jobStatus(t, kept).Status; got != store.JobDispatched {
 			t.Errorf("job of the still connected agent: %s, want dispatched", got)

@@ -11,6 +11,7 @@ import (
 	"github.com/kici-dev/kici/internal/protocol"
 	"github.com/kici-dev/kici/internal/scaler"
 	"github.com/kici-dev/kici/internal/store"
+	"github.com/kici-dev/kici/internal/workflow"
 )
 
 // Scaler is what the dispatcher needs of the auto-scaler.
@@ -139,12 +140,13 @@ func (d *Dispatcher) scaleQueued(ctx context.Context) {
 	}
 	agents := d.reg.list()
 	live := map[string]bool{}
+	held := d.heldBack(ctx, rows) // an agent could not take them yet
 	for _, r := range rows {
 		if r.Status != store.QueuePending {
 			continue
 		}
 		live[r.JobID] = true
-		if freeAgentCovers(agents, r.Labels) {
+		if held[r.JobID] || freeAgentCovers(agents, r.Labels) {
 			continue
 		}
 		res := s.RequestScale(ctx, scaler.ScaleRequest{JobID: r.JobID, RunID: r.RunID, Labels: r.Labels})
@@ -152,7 +154,7 @@ func (d *Dispatcher) scaleQueued(ctx context.Context) {
 			// Its scaler failed too often in a row to keep the job waiting
 			// out the queue timeout: it fails now, with the cause.
 			d.log.Warn("job failed: its scaler keeps failing", "job_id", r.JobID, "run_id", r.RunID, "scaler", res.Scaler, "reason", res.Reason)
-			d.endJobIf(ctx, r.JobID, store.JobFailure, res.Reason, stillQueued(ctx, r.JobID))
+			d.endJobIf(ctx, r.JobID, store.JobFailure, res.Reason, workflow.RetryInfrastructure, stillQueued(ctx, r.JobID))
 			delete(live, r.JobID)
 			continue
 		}

@@ -94,7 +94,12 @@ jobs:
 		slices.Sort(s)
 		return s[int(p*float64(len(s)-1))].Round(100 * time.Microsecond)
 	}
+	// The outline of the long job: the first read scans the whole log, the
+	// later ones only what was added.
+	f, a, n := timed("/runs/" + ids["long"] + "/jobs/long/outline")
+	t.Logf("outline of the 100,000-line job, first read: first byte %s, complete %s, %d bytes", f.Round(100*time.Microsecond), a.Round(100*time.Microsecond), n)
 	for _, m := range []struct{ name, path string }{
+		{"outline of that job, read again", "/runs/" + ids["long"] + "/jobs/long/outline"},
 		{"run page, 50 jobs", "/runs/" + ids["ci"]},
 		{"run page, 100,000-line job (first 5,000 lines)", "/runs/" + ids["long"]},
 		{"window at line 99,990 of that job", "/runs/" + ids["long"] + "/jobs/long/lines?from=99990&count=100"},
@@ -114,7 +119,8 @@ jobs:
 	before := rss(t, o.cmd.Process.Pid)
 	var bodies []io.Closer
 	for range 100 {
-		req, _ := http.NewRequest(http.MethodGet, b.base+"/runs/"+live+"/events", nil)
+		// As the page opens it: from the position where its lines end.
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/runs/"+live+"/events?from=0:-1:0", nil)
 		resp, err := b.c.Do(req)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("event stream: %v %v", err, resp)

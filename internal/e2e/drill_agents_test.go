@@ -23,6 +23,7 @@ func TestDrillAgentKilledAndRestartedInWindow(t *testing.T) {
 on: {push: {}}
 jobs:
   long:
+    retry: 0 # the end of a lost attempt, not its retry (retry_test.go)
     steps:
       - run: if [ -e %[1]s/second ]; then echo second run; else echo $$ > %[1]s/shell; exec sleep 30; fi
 `, marks)})
@@ -66,6 +67,7 @@ func TestDrillAgentsKilledMidJob(t *testing.T) {
 on: {push: {}}
 jobs:
   work:
+    retry: 0 # the end of a lost attempt, not its retry (retry_test.go)
     matrix:
       n: [0, 1, 2]
     steps:

@@ -116,8 +116,11 @@ func TestSecretsNeverLeak(t *testing.T) {
 		o.api(t, "DELETE", "/api/v1/secrets/SPLIT_SECRET", nil, nil, http.StatusOK)
 		id := o.push(t)
 		r := o.waitRun(t, id, 30*time.Second, "run to end", ended)
-		if j := job(t, r, "uses"); j.Status != "failure" || !strings.Contains(j.Error, "SPLIT_SECRET not set") {
-			t.Errorf("job with a missing secret: got %s %q, want failure naming SPLIT_SECRET", j.Status, j.Error)
+		if j := job(t, r, "uses"); j.Status != "failure" || !strings.Contains(j.Error, "SPLIT_SECRET, which is not set") || j.StartedAt != nil {
+			t.Errorf("job with a missing secret: got %s %q (started %v), want failure naming SPLIT_SECRET before it ran", j.Status, j.Error, j.StartedAt)
+		}
+		if r.Status != "failure" || !strings.Contains(r.Error, "SPLIT_SECRET (declared by uses)") {
+			t.Errorf("run with a missing secret: got %s %q, want failure naming SPLIT_SECRET and uses", r.Status, r.Error)
 		}
 		call("GET", "/api/v1/audit?limit=1000", nil, http.StatusOK)
 		call("GET", "/api/v1/queue", nil, http.StatusOK)

@@ -136,6 +136,8 @@ type Config struct {
 	// LogLevel and LogFormat configure the orchestrator's own log.
 	LogLevel  string
 	LogFormat string
+	// Storage bounds the artifacts and caches kept for jobs (storage.go).
+	Storage StorageConfig
 }
 
 // Defaults of the contract (CONTRACT.md, "Orchestrator environment").
@@ -181,6 +183,8 @@ var knownVars = []string{
 	"KICI_CLUSTER_LEASE_TTL_MS", "KICI_CLUSTER_LEASE_RENEW_MS",
 	"KICI_CLUSTER_COORDINATOR_URLS", "KICI_CLUSTER_JOIN_TOKEN", "KICI_CLUSTER_CREDENTIAL_FILE",
 	"KICI_CLUSTER_WORKER_ISOLATION_LIMIT_MS",
+	"KICI_ARTIFACT_MAX_BYTES", "KICI_ARTIFACT_MAX_RUN_BYTES", "KICI_CACHE_MAX_BYTES", "KICI_CACHE_MAX_ENTRY_BYTES",
+	"KICI_CACHE_MAX_UNUSED_DAYS", "KICI_CACHE_DEFAULT_BRANCH",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FILE", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
@@ -311,6 +315,8 @@ func ConfigFromEnv(getenv func(string) string, environ []string) (Config, []stri
 		}
 		c.MaxJobsPerRun = n
 	}
+	storage, storageErrs := storageFromEnv(getenv)
+	c.Storage, errs = storage, append(errs, storageErrs...)
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, nil, err
 	}
@@ -442,7 +448,8 @@ func jobVariable(name string) bool {
 	case "KICI_RUN_ID", "KICI_JOB_ID", "KICI_JOB_NAME", "KICI_WORKFLOW", "KICI_SOURCE", "KICI_SHA", "KICI_URL", "KICI_WORKSPACE":
 		return true
 	}
-	return strings.HasPrefix(name, "KICI_EVENT_") || strings.HasPrefix(name, "KICI_INPUT_")
+	return strings.HasPrefix(name, "KICI_EVENT_") || strings.HasPrefix(name, "KICI_INPUT_") ||
+		strings.HasPrefix(name, "KICI_SERVICE_") // a job's services' hosts (docs/workflows.md)
 }
 
 // unknownVars returns a warning per KICI_ variable no component reads.

@@ -65,7 +65,9 @@ type Server struct {
 	schedules *schedules.Scheduler
 	// pipe turns events into runs; it keeps a git process per source.
 	pipe *pipeline.Pipeline
-	ln   net.Listener
+	// storage keeps jobs' artifacts and caches (storage.go).
+	storage storage
+	ln      net.Listener
 
 	// lock is the held data dir lock; self is this process in the
 	// database's instance table, where it is registered (on PostgreSQL)
@@ -234,6 +236,9 @@ func (s *Server) build(ctx context.Context) error {
 	apiCfg := api.Config{AdminTokens: adminTokens, Audit: auditLog, Limiter: limiter, Secrets: secretStore, Metrics: s.metrics, Diagnoser: s,
 		TrustedProxies: s.cfg.TrustedProxies, AllowFileGitURLs: s.cfg.AllowFileGitURLs}
 	apiCfg.Archives = archives
+	if err := s.buildStorage(ctx, &apiCfg); err != nil {
+		return err
+	}
 	if s.scalers != nil {
 		apiCfg.Scalers = s.scalers
 	}
@@ -351,12 +356,14 @@ func (s *Server) Run(ctx context.Context) error {
 		return err
 	}
 	bg.Go(func() { errc <- s.disp.Run(ctx) })
+	bg.Go(func() { s.sched.RunConcurrency(ctx) }) // every instance settles the groups its changes touch
 	bg.Go(func() { duty(s.disp.RunSingletonSweeps) })
 	if s.relay != nil {
 		bg.Go(func() { _ = s.relay.Run(ctx) }) // it logs its own failures
 	}
 	bg.Go(func() { duty(s.purgeDeliveries) })
 	bg.Go(func() { duty(s.retain) })
+	bg.Go(func() { s.sweepStorage(ctx) })      // every instance: its blobs are its own
 	bg.Go(func() { _ = s.schedules.Run(ctx) }) // it logs its own failures
 	if s.checks != nil {
 		// Every coordinator reports: each one's reporter is told of the
@@ -691,7 +698,7 @@ func (b dispatchBuilder) resolveSecrets(ctx context.Context, run store.Run, rec 
 		}
 		return out, nil
 	}
-	values, err := b.secrets.Resolve(ctx, run.Source, job.Spec.Secrets)
+	values, err := b.secrets.Resolve(ctx, run.Source, job.Spec.Environment, job.Spec.Secrets)
 	var missing *secrets.MissingError
 	if errors.As(err, &missing) {
 		return nil, &dispatch.UnrunnableError{Reason: missing.Error()}

@@ -63,6 +63,12 @@ func runWorker(ctx context.Context, logger *slog.Logger, cfg Config) error {
 	// relays them to a coordinator.
 	mux.HandleFunc("GET /ws", w.ServeAgent)
 	mux.HandleFunc("GET /api/v1/sources/{name}/archive/{sha}", w.ServeArchive)
+	// So are a job's artifact and cache transfers (the same pass-through;
+	// the job token authenticates them at the coordinator).
+	for _, p := range []string{"PUT /api/v1/runs/{id}/jobs/{job}/artifacts", "GET /api/v1/runs/{id}/jobs/{job}/artifacts",
+		"GET /api/v1/caches", "GET /api/v1/caches/{id}", "PUT /api/v1/caches"} {
+		mux.HandleFunc(p, w.ServeArchive)
+	}
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = rw.Write([]byte("ok\n"))

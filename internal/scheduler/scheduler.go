@@ -2,7 +2,11 @@
 // needs edges written in one transaction) and advances a run's needs graph
 // whenever one of its jobs ends: it queues the jobs whose needs are met,
 // skips the ones whose needs can no longer be met (transitively), and sets
-// the run's final status once every job has ended.
+// the run's final status once every job has ended. It also keeps runs and
+// jobs to their concurrency groups and matrix limits (concurrency.go),
+// sends a job whose attempt failed back to the queue when its retry:
+// says so (retry.go), and reuses the jobs that succeeded in a rerun of a
+// run's failed jobs (rerun.go).
 //
 // The graph lives in the database, not in memory, so an orchestrator that
 // restarts simply calls Advance for every unfinished run and carries on.
@@ -37,12 +41,15 @@ type Config struct {
 	// secrets its jobs declare are not set: such a run fails at once,
 	// before any job runs. Nil skips the check.
 	Secrets SecretChecker
+	// ConcurrencySweep is how often RunConcurrency sweeps every
+	// concurrency group; 0 means 5s.
+	ConcurrencySweep time.Duration
 }
 
-// SecretChecker says which of the named secrets a job of source could not
-// receive because they are not set.
+// SecretChecker says which of the named secrets a job of source in
+// environment ("" for none) could not receive because they are not set.
 type SecretChecker interface {
-	Missing(ctx context.Context, source string, names []string) ([]string, error)
+	Missing(ctx context.Context, source, environment string, names []string) ([]string, error)
 }
 
 // Publisher receives the status changes of runs, after they are committed.
@@ -74,6 +81,7 @@ type Scheduler struct {
 	cfg   Config
 	pub   Publisher
 	queue Queuer
+	conc  *concurrencyNotes // what RunConcurrency is to settle (concurrency.go)
 }
 
 // New returns a scheduler over db. pub and queue may be nil.
@@ -81,7 +89,7 @@ func New(logger *slog.Logger, db *store.DB, cfg Config, pub Publisher, queue Que
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Scheduler{db: db, log: logger, cfg: cfg, pub: pub, queue: queue}
+	return &Scheduler{db: db, log: logger, cfg: cfg, pub: pub, queue: queue, conc: newConcurrencyNotes()}
 }
 
 // RunInput is one matched workflow to run.
@@ -93,6 +101,10 @@ type RunInput struct {
 	// the workflow's defaults.
 	Inputs      map[string]string
 	ParentRunID string
+	// Reuse, for a rerun of ParentRunID's failed jobs, are the jobs of
+	// that run (by name) whose outcome the new run copies instead of
+	// running them (see ReusableJobs).
+	Reuse map[string]store.Job
 	// ForkPolicy is the source's policy for a pull request from a fork,
 	// for such an event only ("" otherwise). store.ForkApprove creates the
 	// run awaiting approval (see Approve); store.ForkRun starts it with
@@ -214,6 +226,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 		nr.QueueExpiresAt = &exp
 	}
 	vars := in.Event.Vars()
+	// A run of a workflow-level concurrency group decides its root jobs
+	// once it is let into the group (advance, below).
+	group := in.Workflow.Concurrency.BindGroup(vars, inputs)
 	type rootVerdict struct {
 		status store.JobStatus
 		err    string
@@ -242,7 +257,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	for _, j := range in.Workflow.Jobs {
 		bound := j.Bind(vars, inputs)
 		nj := store.NewJob{Spec: bound, Status: store.JobWaiting}
-		if len(j.Needs) == 0 && !await && creationError == "" {
+		// A root job of an environment is left to advance, below, which
+		// asks the environment whether it may queue.
+		if _, reused := in.Reuse[j.Name]; len(j.Needs) == 0 && !await && creationError == "" && j.Environment == "" && !reused && group == "" {
 			run, err := workflow.EvalIf(j.If, workflow.IfContext{
 				Event: vars, Env: bound.Env, Matrix: j.Matrix, Inputs: inputs,
 				Job: workflow.StatusVars{Status: workflow.NeedSuccess},
@@ -267,6 +284,7 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	var run store.Run
 	var events []apiv1.Event
 	var claims Claims
+	var cancels []groupCancel // the group's decisions, made after the commit
 	err = s.db.Tx(ctx, func(tx *store.Tx) error {
 		events = events[:0]
 		if claims != nil { // an earlier attempt of this transaction
@@ -306,6 +324,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 				return err
 			}
 		}
+		if err := s.reuseJobs(ctx, tx, run, in, now); err != nil {
+			return err
+		}
 		if creationError != "" {
 			ok, err := tx.UpdateRunStatus(ctx, store.RunTransition{ID: run.ID, From: runstate.RunFrom(store.RunFailure),
 				To: store.RunFailure, Error: &creationError, FinishedAt: &now})
@@ -317,8 +338,14 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 			}
 			return nil
 		}
+		if cancels, err = s.joinConcurrency(ctx, tx, &run, group, in.Workflow.Concurrency, await); err != nil {
+			return err
+		}
 		if events, err = s.advance(ctx, tx, run.ID); err != nil {
 			return err
+		}
+		if group != "" {
+			queued = countQueued(events)
 		}
 		// The root jobs leave with this transaction when agents are free.
 		if s.queue != nil && queued > 0 {
@@ -337,6 +364,7 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 	if claims != nil {
 		claims.Send(ctx)
 	}
+	s.afterJoin(ctx, run, cancels)
 	if s.queue != nil {
 		s.queue.JobsQueued()
 	}
@@ -350,8 +378,9 @@ func (s *Scheduler) CreateRun(ctx context.Context, in RunInput) (store.Run, erro
 // missing one store.ErrNotFound.
 func (s *Scheduler) Approve(ctx context.Context, runID, approver string) (store.Run, error) {
 	var events []apiv1.Event
+	var cancels []groupCancel
 	err := s.db.Tx(ctx, func(tx *store.Tx) error {
-		events = nil
+		events, cancels = nil, nil
 		if err := tx.LockRun(ctx, runID); err != nil {
 			return err
 		}
@@ -362,7 +391,13 @@ func (s *Scheduler) Approve(ctx context.Context, runID, approver string) (store.
 			return err
 		}
 		if !changed {
-			return ErrNotAwaitingApproval
+			// Not a fork's run awaiting approval: its jobs held for their
+			// environment, if any, are what is approved.
+			n, err := s.approveJobs(ctx, tx, runID, approver, &events)
+			if err == nil && n == 0 {
+				err = ErrNotAwaitingApproval
+			}
+			return err
 		}
 		run, err := tx.GetRunOutline(ctx, runID)
 		if err != nil {
@@ -375,6 +410,9 @@ func (s *Scheduler) Approve(ctx context.Context, runID, approver string) (store.
 				return err
 			}
 		}
+		if cancels, err = s.enterApprovedRun(ctx, tx, runID); err != nil {
+			return err
+		}
 		events = append(events, apiv1.Event{Kind: "run", RunID: runID, Status: string(store.RunPending)})
 		more, err := s.advance(ctx, tx, runID)
 		events = append(events, more...)
@@ -385,6 +423,7 @@ func (s *Scheduler) Approve(ctx context.Context, runID, approver string) (store.
 	}
 	s.log.Info("run approved", "run_id", runID, "by", approver)
 	s.Publish(events)
+	s.cancelForGroup(ctx, cancels)
 	return s.db.GetRun(ctx, runID)
 }
 
@@ -457,6 +496,7 @@ func hasQueued(events []apiv1.Event) bool {
 }
 
 func (s *Scheduler) publish(events []apiv1.Event) {
+	s.conc.note(events)
 	if s.pub == nil {
 		return
 	}
@@ -519,7 +559,12 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 	var events []apiv1.Event
 	// A run awaiting approval queues nothing; it can only end, when its
 	// jobs are cancelled.
-	for changed := run.Status != store.RunAwaitingApproval; changed; {
+	// Nor does a run waiting for its concurrency group.
+	group, held, err := s.runHeld(ctx, tx, runID)
+	if err != nil {
+		return nil, err
+	}
+	for changed := run.Status != store.RunAwaitingApproval && !held; changed; {
 		changed = false
 		for i := range run.Jobs {
 			j := &run.Jobs[i]
@@ -532,6 +577,18 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 			}
 			if !ready {
 				continue
+			}
+			if to == store.JobQueued {
+				verdict, msg, err := s.environmentGate(ctx, tx, runID, ev, j, &events)
+				if err != nil {
+					return nil, err
+				}
+				switch verdict {
+				case gateHold:
+					continue // until someone approves it
+				case gateFail:
+					to, reason = store.JobFailure, msg
+				}
 			}
 			switch to {
 			case store.JobQueued:
@@ -572,6 +629,7 @@ func (s *Scheduler) advance(ctx context.Context, tx *store.Tx, runID string) ([]
 		}
 	}
 	if to, msg, done := aggregate(run.Jobs); done {
+		msg = endNote(group, to, msg)
 		ok, err := tx.UpdateRunStatus(ctx, store.RunTransition{ID: runID, From: runstate.RunFrom(to), To: to, Error: &msg, FinishedAt: &now})
 		if err != nil {
 			return nil, err

@@ -19,26 +19,37 @@ func (s *Scheduler) unsetSecrets(ctx context.Context, in RunInput, rec Record) (
 	if s.cfg.Secrets == nil || rec.SecretsWithheld {
 		return nil, nil
 	}
-	var names []string
+	// Jobs of one environment read the same scopes: ask once per
+	// environment.
+	byEnv := map[string][]string{}
+	var envs []string
 	for _, j := range in.Workflow.Jobs {
+		if _, ok := byEnv[j.Environment]; !ok {
+			envs = append(envs, j.Environment)
+		}
 		for _, n := range j.Secrets {
-			if !slices.Contains(names, n) {
-				names = append(names, n)
+			if !slices.Contains(byEnv[j.Environment], n) {
+				byEnv[j.Environment] = append(byEnv[j.Environment], n)
 			}
 		}
 	}
-	if len(names) == 0 {
-		return nil, nil
-	}
-	missing, err := s.cfg.Secrets.Missing(ctx, in.Source, names)
-	if err != nil || len(missing) == 0 {
-		return nil, err
-	}
 	out := unsetSecrets{}
-	for _, j := range in.Workflow.Jobs {
-		for _, n := range j.Secrets {
-			if slices.Contains(missing, n) && !slices.Contains(out[n], j.Name) {
-				out[n] = append(out[n], j.Name)
+	for _, env := range envs {
+		if len(byEnv[env]) == 0 {
+			continue
+		}
+		missing, err := s.cfg.Secrets.Missing(ctx, in.Source, env, byEnv[env])
+		if err != nil {
+			return nil, err
+		}
+		for _, j := range in.Workflow.Jobs {
+			if j.Environment != env {
+				continue
+			}
+			for _, n := range j.Secrets {
+				if slices.Contains(missing, n) && !slices.Contains(out[n], j.Name) {
+					out[n] = append(out[n], j.Name)
+				}
 			}
 		}
 	}
@@ -71,7 +82,7 @@ func unsetMessage(u unsetSecrets, source string) string {
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s (declared by %s)", n, strings.Join(u[n], ", ")))
 	}
-	return fmt.Sprintf("%s %s not set: %s; set %s with `kici-admin secrets set NAME --source %s` (or without --source for every source) and run again",
+	return fmt.Sprintf("%s %s not set: %s; set %s with `kici-admin secrets set NAME --source %s` (--environment ENV for a job's environment, neither for every source) and run again",
 		plural(names, "secret", "secrets"), isAre(len(names)), strings.Join(parts, ", "), itThem(len(names)), source)
 }
 

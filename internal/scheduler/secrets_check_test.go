@@ -16,7 +16,7 @@ import (
 // setSecrets is a SecretChecker over a fixed set of names.
 type setSecrets []string
 
-func (s setSecrets) Missing(_ context.Context, _ string, names []string) ([]string, error) {
+func (s setSecrets) Missing(_ context.Context, _, _ string, names []string) ([]string, error) {
 	var out []string
 	for _, n := range names {
 		if !slices.Contains(s, n) {

@@ -229,22 +229,40 @@ func (s *Service) Delete(ctx context.Context, scope, name string) error {
 	return s.db.DeleteSecret(ctx, scope, name)
 }
 
-// Resolve returns the values of the named secrets for a job of source:
-// a secret scoped to the source wins over one of the same name for every
-// source. Names that are not set give a *MissingError.
-func (s *Service) Resolve(ctx context.Context, source string, names []string) (map[string]string, error) {
+// EnvironmentScope is the scope of the secrets of a deployment
+// environment. Source names cannot hold a ':', so it never names a source.
+func EnvironmentScope(environment string) string { return "env:" + environment }
+
+// scopes lists the scopes a job of source in environment (may be "")
+// receives secrets from, most specific last: every source, the source,
+// the environment.
+func scopes(source, environment string) []string {
+	out := []string{"", source}
+	if environment != "" {
+		out = append(out, EnvironmentScope(environment))
+	}
+	return out
+}
+
+// Resolve returns the values of the named secrets for a job of source in
+// environment (may be ""): a secret of the environment wins over one of
+// the source, which wins over one for every source; a job without an
+// environment never receives an environment's secrets. Names that are not
+// set give a *MissingError.
+func (s *Service) Resolve(ctx context.Context, source, environment string, names []string) (map[string]string, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	rows, err := s.db.LookupSecrets(ctx, []string{"", source}, names)
+	sc := scopes(source, environment)
+	rows, err := s.db.LookupSecrets(ctx, sc, names)
 	if err != nil {
 		return nil, err
 	}
 	chosen := map[string]store.Secret{}
 	for _, r := range rows {
-		if prev, ok := chosen[r.Name]; !ok || prev.Scope == "" {
+		if prev, ok := chosen[r.Name]; !ok || slices.Index(sc, r.Scope) > slices.Index(sc, prev.Scope) {
 			chosen[r.Name] = r
 		}
 	}
@@ -270,14 +288,15 @@ func (s *Service) Resolve(ctx context.Context, source string, names []string) (m
 	return out, nil
 }
 
-// Missing returns those of names that a job of source could not receive
-// because no secret of that name is set for it or for every source, in
-// the order of names. It opens nothing.
-func (s *Service) Missing(ctx context.Context, source string, names []string) ([]string, error) {
+// Missing returns those of names that a job of source in environment
+// (may be "") could not receive because no secret of that name is set in
+// any scope it reads (see Resolve), in the order of names. It opens
+// nothing.
+func (s *Service) Missing(ctx context.Context, source, environment string, names []string) ([]string, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	rows, err := s.db.LookupSecrets(ctx, []string{"", source}, names)
+	rows, err := s.db.LookupSecrets(ctx, scopes(source, environment), names)
 	if err != nil {
 		return nil, err
 	}

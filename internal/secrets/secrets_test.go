@@ -43,19 +43,19 @@ func TestSetResolveDelete(t *testing.T) {
 		if created, err := svc.Set(ctx, "", "SHARED", "shared-value-2", "tester"); err != nil || created {
 			t.Fatalf("replace: got (%t, %v), want replaced", created, err)
 		}
-		got, err := svc.Resolve(ctx, "repo", []string{"TOKEN", "SHARED"})
+		got, err := svc.Resolve(ctx, "repo", "", []string{"TOKEN", "SHARED"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff(map[string]string{"TOKEN": "repo-token", "SHARED": "shared-value-2"}, got); diff != "" {
 			t.Errorf("resolve for repo (-want +got):\n%s", diff)
 		}
-		got, err = svc.Resolve(ctx, "elsewhere", []string{"TOKEN"})
+		got, err = svc.Resolve(ctx, "elsewhere", "", []string{"TOKEN"})
 		if err != nil || got["TOKEN"] != "global-token" {
 			t.Errorf("resolve for another source: got (%v, %v), want the global TOKEN", got, err)
 		}
 		var missing *secrets.MissingError
-		if _, err := svc.Resolve(ctx, "repo", []string{"TOKEN", "ONLY_OTHER", "NOPE"}); !errors.As(err, &missing) ||
+		if _, err := svc.Resolve(ctx, "repo", "", []string{"TOKEN", "ONLY_OTHER", "NOPE"}); !errors.As(err, &missing) ||
 			!cmp.Equal(missing.Names, []string{"ONLY_OTHER", "NOPE"}) {
 			t.Errorf("resolve missing: got %v, want ONLY_OTHER and NOPE missing (a secret of another source is not visible)", err)
 		}
@@ -77,7 +77,7 @@ func TestSetResolveDelete(t *testing.T) {
 		if err := svc.Delete(ctx, "repo", "TOKEN"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("delete twice: got %v, want ErrNotFound", err)
 		}
-		if got, _ := svc.Resolve(ctx, "repo", []string{"TOKEN"}); got["TOKEN"] != "global-token" {
+		if got, _ := svc.Resolve(ctx, "repo", "", []string{"TOKEN"}); got["TOKEN"] != "global-token" {
 			t.Errorf("after deleting the source's TOKEN: got %q, want the global one", got["TOKEN"])
 		}
 
@@ -97,7 +97,7 @@ func TestSetResolveDelete(t *testing.T) {
 		if _, err := db.PutSecret(ctx, moved); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Resolve(ctx, "repo", []string{"MOVED"}); !errors.Is(err, secrets.ErrOpen) {
+		if _, err := svc.Resolve(ctx, "repo", "", []string{"MOVED"}); !errors.Is(err, secrets.ErrOpen) {
 			t.Errorf("resolve a moved value: got %v, want ErrOpen", err)
 		}
 		if err := svc.Delete(ctx, "", "MOVED"); err != nil {
@@ -146,7 +146,7 @@ func TestRotate(t *testing.T) {
 				t.Errorf("secret %s after rotation: got %+v, want a new sealed value at key version 2 and the same times", after[i].Name, after[i])
 			}
 		}
-		got, err := svc.Resolve(ctx, "any", []string{"A", "B", "C"})
+		got, err := svc.Resolve(ctx, "any", "", []string{"A", "B", "C"})
 		if err != nil || got["B"] != "value of B" {
 			t.Fatalf("resolve after rotation: got (%v, %v)", got, err)
 		}
@@ -159,7 +159,7 @@ func TestRotate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := again.Resolve(ctx, "any", []string{"C"}); err != nil || got["C"] != "value of C" {
+		if got, err := again.Resolve(ctx, "any", "", []string{"C"}); err != nil || got["C"] != "value of C" {
 			t.Errorf("resolve in a new process: got (%v, %v)", got, err)
 		}
 	})
@@ -250,7 +250,7 @@ func TestKeyFile(t *testing.T) {
 		if err != nil {
 			t.Fatalf("open after an interrupted rotation: %v", err)
 		}
-		if got, err := again.Resolve(ctx, "x", []string{"A"}); err != nil || got["A"] != "alpha" {
+		if got, err := again.Resolve(ctx, "x", "", []string{"A"}); err != nil || got["A"] != "alpha" {
 			t.Errorf("resolve: got (%v, %v)", got, err)
 		}
 		if _, err := os.Stat(filepath.Join(dir, secrets.PendingKeyFile)); !os.IsNotExist(err) {
@@ -323,9 +323,61 @@ func TestShortSecretStoredEarlier(t *testing.T) {
 		if _, err := db.PutSecret(ctx, store.Secret{Name: "PIN", Ciphertext: sealed, KeyVersion: svc.KeyVersion(), UpdatedBy: "tester"}); err != nil {
 			t.Fatal(err)
 		}
-		got, err := svc.Resolve(ctx, "repo", []string{"PIN"})
+		got, err := svc.Resolve(ctx, "repo", "", []string{"PIN"})
 		if err != nil || got["PIN"] != "42" {
 			t.Errorf("resolve the stored short secret: got (%v, %v), want 42", got, err)
+		}
+	})
+}
+
+// TestEnvironmentSecrets: a job of an environment receives the
+// environment's secret over its source's and every source's; a job
+// without the environment never receives it, and Missing agrees with
+// Resolve.
+func TestEnvironmentSecrets(t *testing.T) {
+	t.Parallel()
+	storetest.ForEachEngine(t, func(t *testing.T, db *store.DB) {
+		ctx := t.Context()
+		svc, err := secrets.Open(ctx, logger(t), db, secrets.KeyConfig{Env: secrets.GenerateKey().Hex()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prod := secrets.EnvironmentScope("production")
+		for _, s := range []struct{ scope, name, value string }{
+			{"", "TOKEN", "global"},
+			{"repo", "TOKEN", "repo"},
+			{prod, "TOKEN", "prod"},
+			{prod, "DEPLOY_KEY", "prod-key"},
+		} {
+			if _, err := svc.Set(ctx, s.scope, s.name, s.value, "tester"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := svc.Resolve(ctx, "repo", "production", []string{"TOKEN", "DEPLOY_KEY"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(map[string]string{"TOKEN": "prod", "DEPLOY_KEY": "prod-key"}, got); diff != "" {
+			t.Errorf("a production job's secrets (-want +got):\n%s", diff)
+		}
+		var missing *secrets.MissingError
+		if _, err := svc.Resolve(ctx, "repo", "", []string{"DEPLOY_KEY"}); !errors.As(err, &missing) {
+			t.Errorf("a job without the environment resolved DEPLOY_KEY: %v, want it missing", err)
+		}
+		if _, err := svc.Resolve(ctx, "repo", "staging", []string{"DEPLOY_KEY"}); !errors.As(err, &missing) {
+			t.Errorf("a staging job resolved production's DEPLOY_KEY: %v, want it missing", err)
+		}
+		if got, _ := svc.Resolve(ctx, "repo", "staging", []string{"TOKEN"}); got["TOKEN"] != "repo" {
+			t.Errorf("a staging job's TOKEN %q, want the source's", got["TOKEN"])
+		}
+		for _, c := range []struct {
+			env  string
+			want []string
+		}{{"production", nil}, {"", []string{"DEPLOY_KEY"}}, {"staging", []string{"DEPLOY_KEY"}}} {
+			m, err := svc.Missing(ctx, "repo", c.env, []string{"TOKEN", "DEPLOY_KEY"})
+			if err != nil || !cmp.Equal(m, c.want) {
+				t.Errorf("Missing in %q: %v (%v), want %v", c.env, m, err, c.want)
+			}
 		}
 	})
 }

@@ -17,10 +17,15 @@ import (
 // are the API's; on success it redirects to the page that shows the
 // result.
 
-// rerun starts a new run of the same commit and workflow.
+// rerun starts a new run of the same commit and workflow; with the form
+// field failed=1, one that runs only the jobs that did not succeed.
 func (h *Handler) rerun(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	var child apiv1.Run
-	if err := h.call(r.Context(), s.Principal, http.MethodPost, "/api/v1/runs/"+pathEscape(r.PathValue("id"))+"/rerun", nil, &child); err != nil {
+	var body any
+	if r.PostFormValue("failed") == "1" {
+		body = apiv1.RerunRequest{Failed: true}
+	}
+	if err := h.call(r.Context(), s.Principal, http.MethodPost, "/api/v1/runs/"+pathEscape(r.PathValue("id"))+"/rerun", body, &child); err != nil {
 		h.fail(w, r, s, err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,7 +80,8 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 	}
 	// The top of the page goes out at once; the jobs' logs are read
 	// meanwhile, a few at a time (a run of many jobs reads as many logs).
-	h.stream(w, r, "run", s, map[string]any{"Run": run, "Ended": ended(run.Status)}, func() (map[string]any, error) {
+	held := slices.ContainsFunc(run.Jobs, func(j apiv1.Job) bool { return j.Status == apiv1.JobAwaitingApproval })
+	h.stream(w, r, "run", s, map[string]any{"Run": run, "Ended": ended(run.Status), "Held": held}, func() (map[string]any, error) {
 		jobs := make([]jobView, len(run.Jobs))
 		errs := make([]error, len(run.Jobs))
 		sem := make(chan struct{}, 4)
