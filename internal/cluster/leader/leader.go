@@ -128,7 +128,12 @@ func (e *Elector) Run(ctx context.Context) {
 // try makes one attempt on the lease and updates the state.
 func (e *Elector) try(ctx context.Context) {
 	start := time.Now()
-	actx, cancel := context.WithTimeout(ctx, e.cfg.Renew)
+	// An attempt may take as long as a trust window: one that is slow (a
+	// loaded database) but succeeds still renews, from its start, so
+	// nothing is trusted past the lease. Bounding it by the renewal
+	// interval made a leader on a busy database drop out and back in
+	// every few renewals, and its leader duties restart each time.
+	actx, cancel := context.WithTimeout(ctx, e.cfg.TTL-e.cfg.Margin)
 	l, err := e.cfg.Leases.TryLease(actx, e.cfg.Name, e.cfg.Holder, e.cfg.TTL)
 	cancel()
 	e.mu.Lock()

@@ -39,6 +39,9 @@ func openDB(t *testing.T) *store.DB {
 type cuttable struct {
 	*store.DB
 	cut atomic.Bool
+	// slow, when set, delays every lease attempt that much (a loaded
+	// database).
+	slow atomic.Int64
 }
 
 var errCut = errors.New("test: the database is unreachable")
@@ -46,6 +49,13 @@ var errCut = errors.New("test: the database is unreachable")
 func (c *cuttable) TryLease(ctx context.Context, name, holder string, ttl time.Duration) (store.Lease, error) {
 	if c.cut.Load() {
 		return store.Lease{}, errCut
+	}
+	if d := time.Duration(c.slow.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return store.Lease{}, ctx.Err()
+		}
 	}
 	return c.DB.TryLease(ctx, name, holder, ttl)
 }
@@ -269,5 +279,25 @@ func TestConfigRefusesAShortTTL(t *testing.T) {
 	_, err := New(Config{Leases: &cuttable{}, Holder: "a", TTL: time.Second, Renew: time.Second})
 	if err == nil {
 		t.Fatal("a TTL of one renewal was accepted")
+	}
+}
+
+// TestSlowDatabaseKeepsTheLeader: lease attempts that each take three
+// renewal intervals, but well under the trust window, keep the leader
+// acting without a break: a busy database must not make it drop out and
+// back in (it did while an attempt was bounded by the renewal interval).
+func TestSlowDatabaseKeepsTheLeader(t *testing.T) {
+	db := openDB(t)
+	a := startNode(t, db, "slow")
+	waitLeader(t, 2*time.Second, a)
+	lost := a.e.Changed()
+	a.link.slow.Store(int64(3 * testRenew))
+	select {
+	case <-lost:
+		t.Fatal("the leader stopped acting while its database was slow but answering")
+	case <-time.After(3 * testTTL):
+	}
+	if _, ok := a.e.Acting(); !ok {
+		t.Fatal("the leader does not act")
 	}
 }
