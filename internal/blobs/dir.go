@@ -53,6 +53,9 @@ func NewDir(root string) (*Dir, error) {
 // Root returns the directory the blobs are kept under.
 func (d *Dir) Root() string { return d.root }
 
+// String returns the directory, for logs.
+func (d *Dir) String() string { return d.root }
+
 func (d *Dir) path(key string) string {
 	return filepath.Join(d.root, filepath.FromSlash(key))
 }
@@ -135,6 +138,10 @@ func (d *Dir) Open(ctx context.Context, key string) (io.ReadCloser, Info, error)
 		f.Close()
 		return nil, Info{}, fmt.Errorf("open blob %q: %w", key, err)
 	}
+	if !fi.Mode().IsRegular() {
+		f.Close() // a directory of longer keys, not a blob
+		return nil, Info{}, fmt.Errorf("open blob %q: %w", key, ErrNotFound)
+	}
 	return f, Info{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
@@ -144,7 +151,7 @@ func (d *Dir) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, err
 	}
 	fi, err := os.Stat(d.path(key))
-	if errors.Is(err, fs.ErrNotExist) {
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.Mode().IsRegular()) {
 		return Info{}, fmt.Errorf("stat blob %q: %w", key, ErrNotFound)
 	}
 	if err != nil {

@@ -1,6 +1,8 @@
 // Package e2e holds kici's end-to-end tests: real kici-orchestrator and
 // kici-agent processes, built from this tree, talking over loopback HTTP and
-// WebSocket, on SQLite and on PostgreSQL. Nothing is faked.
+// WebSocket, on SQLite and on PostgreSQL. Nothing of kici is faked; the
+// only fakes are of outside services that cannot run here, each named as
+// one (the GitHub API: githubfake; an S3 server: s3fake).
 package e2e
 
 import (

@@ -185,6 +185,7 @@ var knownVars = []string{
 	"KICI_CLUSTER_WORKER_ISOLATION_LIMIT_MS",
 	"KICI_ARTIFACT_MAX_BYTES", "KICI_ARTIFACT_MAX_RUN_BYTES", "KICI_CACHE_MAX_BYTES", "KICI_CACHE_MAX_ENTRY_BYTES",
 	"KICI_CACHE_MAX_UNUSED_DAYS", "KICI_CACHE_DEFAULT_BRANCH",
+	"KICI_BLOB_STORE", "KICI_S3_ENDPOINT", "KICI_S3_REGION", "KICI_S3_ACCESS_KEY_ID", "KICI_S3_SECRET_ACCESS_KEY",
 	// agent
 	"KICI_ORCHESTRATOR_URL", "KICI_AGENT_TOKEN", "KICI_AGENT_TOKEN_FILE", "KICI_LABELS", "KICI_AGENT_ID", "KICI_AGENT_WORKDIR",
 	"KICI_AGENT_TOKEN_FD", "KICI_AGENT_SCOPE", "KICI_AGENT_REAPER_FD", "KICI_AGENT_REAPER_SCOPE", // private to the agent and its reaper
@@ -384,6 +385,9 @@ func (c *Config) Validate() error {
 	case RoleWorker:
 		if c.DatabaseURL != "" {
 			return errors.New("KICI_CLUSTER_ROLE=worker: a worker has no database; unset KICI_DATABASE_URL")
+		}
+		if c.Storage.S3 != nil {
+			return errors.New("KICI_BLOB_STORE: a worker keeps no artifacts or caches (it passes its agents' transfers on to a coordinator); unset it and the KICI_S3_ variables")
 		}
 		if len(c.CoordinatorURLs) == 0 {
 			return errors.New("KICI_CLUSTER_ROLE=worker needs KICI_CLUSTER_COORDINATOR_URLS: the coordinators' base URLs, comma-separated")

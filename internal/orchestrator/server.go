@@ -363,7 +363,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	bg.Go(func() { duty(s.purgeDeliveries) })
 	bg.Go(func() { duty(s.retain) })
-	bg.Go(func() { s.sweepStorage(ctx) })      // every instance: its blobs are its own
+	bg.Go(func() { s.sweepStorage(ctx) })      // every instance (see sweepStorage)
 	bg.Go(func() { _ = s.schedules.Run(ctx) }) // it logs its own failures
 	if s.checks != nil {
 		// Every coordinator reports: each one's reporter is told of the
