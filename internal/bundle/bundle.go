@@ -16,15 +16,19 @@ var ErrUnsafe = errors.New("unsafe bundle")
 // LimitError is a bundle refused for going past one of its Limits; it
 // unwraps to ErrUnsafe.
 type LimitError struct {
-	// What names the limit: "files" or "bytes".
+	// What names the limit: "files", "bytes" or "expanded" (all the
+	// bundle's decompressed bytes).
 	What string
 	// Limit is its value.
 	Limit int64
 }
 
 func (e *LimitError) Error() string {
-	if e.What == "files" {
+	switch e.What {
+	case "files":
 		return fmt.Sprintf("%v: more than %d files and directories", ErrUnsafe, e.Limit)
+	case "expanded":
+		return fmt.Sprintf("%v: expands to more than %s (headers, padding and content)", ErrUnsafe, FormatBytes(e.Limit))
 	}
 	return fmt.Sprintf("%v: more than %s of file content", ErrUnsafe, FormatBytes(e.Limit))
 }

@@ -4,6 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,7 +53,11 @@ func FuzzExtract(f *testing.F) {
 		zw := gzip.NewWriter(&gz)
 		_, _ = zw.Write(raw)
 		_ = zw.Close()
-		outer := t.TempDir()
+		outer, err := os.MkdirTemp("", "kici-fuzz-extract-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(outer)
 		dir := filepath.Join(outer, "tree")
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			t.Fatal(err)
@@ -92,4 +99,83 @@ func mustTar(t testing.TB, entries ...tar.Header) []byte {
 	var out bytes.Buffer
 	_, _ = out.ReadFrom(zr)
 	return out.Bytes()
+}
+
+// TestGzipBombIsCut: a small bundle whose gzip stream inflates to far more
+// than its limits allow (zeros after the tar's end, which Extract reads to
+// check the trailer, or a directory entry whose skipped content is huge)
+// is refused once the expanded budget is spent, not read to its end.
+func TestGzipBombIsCut(t *testing.T) {
+	lim := Limits{MaxEntries: 4, MaxBytes: 1 << 20}
+	for _, c := range []struct {
+		name string
+		tail int64 // zeros after the tar
+		dir  int64 // a directory header's claimed size
+	}{
+		{"zeros after the tar's end", 256 << 20, 0},
+		{"a directory with a huge body", 0, 256 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+			tw := tar.NewWriter(zw)
+			if c.dir > 0 {
+				// Written by hand: tar.Writer refuses a body for a directory.
+				h := tar.Header{Name: "d/", Typeflag: tar.TypeDir, Mode: 0o755, Format: tar.FormatUSTAR}
+				_ = tw.WriteHeader(&h)
+				_ = tw.Flush()
+				block := make([]byte, 512)
+				copy(block, headerBytes(t, "d", c.dir))
+				_, _ = zw.Write(block)
+				_, _ = io.CopyN(zw, zeroReader{}, c.dir)
+			}
+			_ = tw.Close()
+			if c.tail > 0 {
+				_, _ = io.CopyN(zw, zeroReader{}, c.tail)
+			}
+			_ = zw.Close()
+			if buf.Len() > 2<<20 {
+				t.Fatalf("the bomb is %d bytes compressed, want a small one", buf.Len())
+			}
+			_, _, err := List(bytes.NewReader(buf.Bytes()), lim, false)
+			var le *LimitError
+			if !errors.As(err, &le) || le.What != "expanded" {
+				t.Fatalf("List of a %d-byte bomb: %v, want the expanded limit", buf.Len(), err)
+			}
+			_, err = Extract(bytes.NewReader(buf.Bytes()), t.TempDir(), lim, ExtractOptions{})
+			if !errors.As(err, &le) || le.What != "expanded" {
+				t.Fatalf("Extract of the bomb: %v, want the expanded limit", err)
+			}
+		})
+	}
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+// headerBytes is a raw USTAR header block of a directory claiming size
+// bytes of content.
+func headerBytes(t *testing.T, name string, size int64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o755, Size: size, Format: tar.FormatUSTAR}); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()[:512]
+	b[156] = tar.TypeDir
+	// Fix the checksum after changing the type flag.
+	sum := int64(0)
+	for i, c := range b {
+		if i >= 148 && i < 156 {
+			c = ' '
+		}
+		sum += int64(c)
+	}
+	copy(b[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return b
 }

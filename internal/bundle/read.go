@@ -26,17 +26,26 @@ func entries(r io.Reader, lim Limits, links bool, fn func(h *tar.Header, name st
 	}
 	defer gz.Close()
 	c := counter{lim: lim}
-	tr := tar.NewReader(gz)
+	// Every decompressed byte is read (the content of skipped entries, and
+	// whatever follows the tar's end, to check the gzip trailer): bound
+	// them all, or a few compressed megabytes of zeros could keep the
+	// orchestrator inflating for hours.
+	budget := &boundedReader{r: gz, left: expandedLimit(lim)}
+	tr := tar.NewReader(budget)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			// Read the gzip trailer, so that its checksum is verified.
-			if _, err := io.Copy(io.Discard, gz); err != nil {
+			if _, err := io.Copy(io.Discard, budget); err != nil {
 				return c.st, fmt.Errorf("read gzip: %w", err)
 			}
 			return c.st, nil
 		}
 		if err != nil {
+			var le *LimitError
+			if errors.As(err, &le) {
+				return c.st, le
+			}
 			return c.st, fmt.Errorf("read tar: %w", err)
 		}
 		if h.Typeflag == tar.TypeXGlobalHeader {
@@ -241,4 +250,45 @@ func (x *extractor) file(root *os.Root, local string, h *tar.Header, r io.Reader
 		return fmt.Errorf("write %q: %w", strings.TrimPrefix(filepath.ToSlash(local), "./"), err)
 	}
 	return nil
+}
+
+// expandedLimit is how many decompressed bytes a bundle within lim may
+// take: its content, plus for each entry its headers (PAX records
+// included, which tar bounds at 1 MiB) and padding, plus the end blocks.
+func expandedLimit(lim Limits) int64 {
+	const perEntry = 16 << 10
+	entries := int64(lim.MaxEntries)
+	if lim.MaxEntries <= 0 || lim.MaxBytes <= 0 {
+		return 1 << 62 // unbounded bundles stay so
+	}
+	return lim.MaxBytes + (entries+2)*perEntry + 2<<20
+}
+
+// boundedReader fails with a *LimitError once more than left bytes are
+// read from r.
+type boundedReader struct {
+	r    io.Reader
+	left int64
+	lim  int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.lim == 0 {
+		b.lim = b.left
+	}
+	if b.left <= 0 {
+		// One byte more tells a bundle that ends exactly at the limit
+		// from one that goes on.
+		var one [1]byte
+		if n, _ := b.r.Read(one[:]); n > 0 {
+			return 0, &LimitError{What: "expanded", Limit: b.lim}
+		}
+		return b.r.Read(p)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
