@@ -477,6 +477,26 @@ jobs:
 		const hl = [...document.querySelectorAll("li.hl")].map(li => li.id);
 		return hl.join(",") === "long-L50000,long-L50001,long-L50002,long-L50003"; })()`)
 
+	// Lines the network does not deliver break nothing: the window shows
+	// them loading (no exception in the page), and fetches them once it
+	// can.
+	blockLines := func(on bool) chromedp.Action[chromedp.Void] {
+		return chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			var pats []*network.BlockPattern
+			if on {
+				pats = append(pats, &network.BlockPattern{URLPattern: "*://*:*/runs/*/jobs/*/lines*", Block: true})
+			}
+			_, err := chromedp.Call(ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{URLPatterns: pats})
+			return err
+		})
+	}
+	do(t, tab, "block the lines route", blockLines(true))
+	do(t, tab, "jump to line 20,000", chromedp.Evaluate[chromedp.Void](`location.hash = "#long-L20000"`))
+	waitJS(t, tab, "line 20,000 waiting for its text", `(() => { const li = document.getElementById("long-L20000"); return !!li && li.classList.contains("loading"); })()`)
+	do(t, tab, "unblock the lines route", blockLines(false))
+	waitJS(t, tab, "line 20,000 fetched once the route answers", `(() => {
+		const li = document.getElementById("long-L20000"); return !!li && li.querySelector(".t").textContent === "row 19996"; })()`)
+
 	// A search for a line of the first step, whose section starts closed.
 	open := get(t, tab, "is the first step open", chromedp.Evaluate[bool](`document.querySelector('details.step[data-step="0"]').open`))
 	if open {

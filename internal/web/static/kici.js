@@ -19,6 +19,17 @@
   const MAX_CHUNKS = 40; // chunks a job keeps
   const MAX_LIVE = 5000; // live lines a job keeps as text until fetched
   const OVERSCAN = 60; // lines drawn above and below the view
+  // get fetches a same-origin URL; a request the network lost (a dropped
+  // connection, the browser aborting it) answers null instead of
+  // throwing, so that each caller can try again later.
+  const get = async (url) => {
+    try {
+      const resp = await fetch(url, { credentials: "same-origin" });
+      return resp;
+    } catch (e) {
+      return null;
+    }
+  };
   const strip = (s) => s.replace(/\x1b\[[0-9;?]*[ -\/]*[@-~]/g, "").replace(/\x1b\][^\x07\x1b]*(\x07|\x1b\\)?/g, "");
 
   let lineHeight = 0;
@@ -180,9 +191,14 @@
     // outline reads the job's sections from the server; every section the
     // page does not hold whole becomes a window.
     async outline() {
-      const resp = await fetch(jobsURL + encodeURIComponent(this.name) + "/outline", { credentials: "same-origin" });
-      if (!resp.ok) throw new Error("outline of " + this.name + ": " + resp.status);
-      const o = await resp.json();
+      let resp = null;
+      for (let wait = 250; ; wait *= 2) {
+        resp = await get(jobsURL + encodeURIComponent(this.name) + "/outline");
+        if (resp || wait > 8000) break;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+      if (!resp || !resp.ok) throw new Error("outline of " + this.name + ": " + (resp ? resp.status : "no answer"));
+      const o = await resp.json(); // a cut answer rejects ready, as a refusal does
       const spans = o.sections || [];
       for (const sec of this.sections) {
         if (!spans.some((sp) => sp.step === sec.step)) { sec.from = o.total + 1; sec.count = 0; }
@@ -255,9 +271,18 @@
       if (this.inflight.has(start)) return this.inflight.get(start);
       const p = (async () => {
         try {
-          const resp = await fetch(jobsURL + encodeURIComponent(this.name) + "/lines?from=" + start + "&count=" + CHUNK, { credentials: "same-origin" });
-          if (!resp.ok) return false;
-          const lines = (await resp.json()).lines || [];
+          const resp = await get(jobsURL + encodeURIComponent(this.name) + "/lines?from=" + start + "&count=" + CHUNK);
+          if (!resp || !resp.ok) {
+            // Lost or refused: draw again a little later, which asks again.
+            setTimeout(() => { for (const sec of this.sections) sec.draw(); }, 1000);
+            return false;
+          }
+          let lines;
+          try {
+            lines = (await resp.json()).lines || [];
+          } catch (e) {
+            return false; // the answer was cut off; the next draw asks again
+          }
           this.chunks.delete(start);
           this.chunks.set(start, { lines, at: Date.now() });
           if (this.chunks.size > MAX_CHUNKS) this.chunks.delete(this.chunks.keys().next().value);
@@ -302,9 +327,15 @@
       this.pending = [];
       if (!nums.length) return;
       const from = nums[0], count = Math.min(nums[nums.length - 1] - from + 1, 2000);
-      const resp = await fetch(jobsURL + encodeURIComponent(this.name) + "/lines?from=" + from + "&count=" + count, { credentials: "same-origin" });
-      if (!resp.ok) return;
-      for (const l of (await resp.json()).lines || []) {
+      const resp = await get(jobsURL + encodeURIComponent(this.name) + "/lines?from=" + from + "&count=" + count);
+      if (!resp || !resp.ok) return; // the lines keep their plain text
+      let got;
+      try {
+        got = (await resp.json()).lines || [];
+      } catch (e) {
+        return;
+      }
+      for (const l of got) {
         const li = document.getElementById(this.name + "-L" + l.n);
         const span = li && li.querySelector(".t");
         if (!span || li.closest(".vlog")) continue;
@@ -376,9 +407,15 @@
       e.preventDefault();
       const q = form.elements.q.value;
       if (!q) return;
-      const resp = await fetch(form.action + "?q=" + encodeURIComponent(q), { credentials: "same-origin" });
-      if (!resp.ok) { found.textContent = "search failed"; return; }
-      const res = await resp.json();
+      const resp = await get(form.action + "?q=" + encodeURIComponent(q));
+      if (!resp || !resp.ok) { found.textContent = "search failed; try again"; return; }
+      let res;
+      try {
+        res = await resp.json();
+      } catch (e) {
+        found.textContent = "search failed; try again";
+        return;
+      }
       matches = res.matches || [];
       prev.disabled = next.disabled = matches.length < 2;
       if (!matches.length) { found.textContent = "no match"; return; }
@@ -475,9 +512,15 @@
   if (!tables.length) return;
   setInterval(async () => {
     if (document.hidden) return;
-    const resp = await fetch(location.href, { credentials: "same-origin" });
-    if (!resp.ok) return;
-    const doc = new DOMParser().parseFromString(await resp.text(), "text/html");
+    let text;
+    try {
+      const resp = await fetch(location.href, { credentials: "same-origin" });
+      if (!resp.ok) return;
+      text = await resp.text();
+    } catch (e) {
+      return; // lost on the way: the next tick tries again
+    }
+    const doc = new DOMParser().parseFromString(text, "text/html");
     for (const table of tables) {
       if (table.contains(document.activeElement)) continue;
       const fresh = doc.querySelector("#" + CSS.escape(table.id) + " tbody");
