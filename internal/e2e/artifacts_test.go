@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kici-dev/kici/internal/apiv1"
 )
 
 // commitFile writes name into the repository dir and commits it on main.
@@ -80,6 +85,29 @@ jobs:
 		got, err := os.ReadFile(filepath.Join(dir, "build", "dist", "bin", "app.txt"))
 		if err != nil || string(got) != "hello from build\n" {
 			t.Errorf("downloaded app.txt: got %q, %v, want the file build wrote", got, err)
+		}
+
+		// The run's page links build's artifacts (and no artifacts of
+		// test, which has none); the link downloads the bundle whose digest
+		// the API lists.
+		var list apiv1.ArtifactList
+		o.api(t, "GET", "/api/v1/runs/"+id+"/artifacts", nil, &list, http.StatusOK)
+		if len(list.Artifacts) != 1 {
+			t.Fatalf("artifacts of the run: %+v, want build's alone", list.Artifacts)
+		}
+		b := newBrowser(t, o)
+		if p := b.login(o.token); p.status != http.StatusSeeOther {
+			t.Fatalf("dashboard login: %d", p.status)
+		}
+		page := b.get("/runs/" + id)
+		link := `href="/runs/` + id + `/jobs/build/artifacts"`
+		if !strings.Contains(page.body, link) || strings.Contains(page.body, `/jobs/test/artifacts"`) || !strings.Contains(page.body, "(2 files, ") {
+			t.Errorf("the run page does not link build's 2 artifacts (and only those):\n%s", page.body)
+		}
+		dl := b.get("/runs/" + id + "/jobs/build/artifacts")
+		sum := sha256.Sum256([]byte(dl.body))
+		if dl.status != http.StatusOK || hex.EncodeToString(sum[:]) != list.Artifacts[0].SHA256 {
+			t.Errorf("the page's artifacts link: %d, %d bytes with SHA-256 %x, want 200 and the bundle of digest %s", dl.status, len(dl.body), sum, list.Artifacts[0].SHA256)
 		}
 	})
 }

@@ -78,3 +78,14 @@ func TestJobGraphLayersAndEscapes(t *testing.T) {
 		t.Errorf("looping needs: %q", g)
 	}
 }
+
+func TestBundleSize(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"}, {5 << 20, "5.0 MiB"}, {3 << 30, "3.0 GiB"}} {
+		if got := bundleSize(c.n); got != c.want {
+			t.Errorf("bundleSize(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

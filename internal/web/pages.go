@@ -50,6 +50,8 @@ type jobView struct {
 	Idx   int
 	Total int
 	Pos   string
+	// Artifact is what the job uploaded, if anything.
+	Artifact *apiv1.Artifact
 }
 
 // section is one step's (or the provisioning's) lines.
@@ -100,6 +102,19 @@ func (h *Handler) run(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
+		}
+		// The jobs' artifacts, when the orchestrator keeps any: a page
+		// without them is still a page.
+		var arts apiv1.ArtifactList
+		if err := h.call(r.Context(), s.Principal, http.MethodGet, "/api/v1/runs/"+pathEscape(run.ID)+"/artifacts", nil, &arts); err != nil {
+			h.cfg.Log.Debug("dashboard: no artifacts for the run page", "run_id", run.ID, "error", err)
+		}
+		for i := range arts.Artifacts {
+			for k := range jobs {
+				if jobs[k].Name == arts.Artifacts[i].Job {
+					jobs[k].Artifact = &arts.Artifacts[i]
+				}
+			}
 		}
 		return map[string]any{"Jobs": jobs, "Graph": jobGraph(run.Jobs)}, nil
 	})
@@ -192,6 +207,17 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, s *sessionInfo)
 		return
 	}
 	http.Redirect(w, r, "/runs/"+pathEscape(id), http.StatusSeeOther)
+}
+
+// artifacts downloads a job's artifacts (the tar.gz bundle, its digest in
+// a header): the API's route, served for the session.
+func (h *Handler) artifacts(w http.ResponseWriter, r *http.Request, s *sessionInfo) {
+	req := r.Clone(r.Context())
+	req.URL.Path = "/api/v1/runs/" + pathEscape(r.PathValue("id")) + "/artifacts/" + pathEscape(r.PathValue("job"))
+	req.URL.RawPath = ""
+	req.URL.RawQuery = ""
+	req.RequestURI = ""
+	h.cfg.API.ServeAs(s.Principal, w, req)
 }
 
 // events streams the run's live events to the page's script: the API's

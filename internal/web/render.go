@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"fmt"
 	"html/template"
 	"net/http"
 	"time"
@@ -22,6 +23,7 @@ func (h *Handler) parse() error {
 			return since(h.cfg.Now(), *t)
 		},
 		"duration": duration,
+		"bytes":    bundleSize,
 		"join":     join,
 		"short":    shortID,
 		"list":     func(items ...string) []string { return items },
@@ -118,4 +120,18 @@ func shortID(id string) string {
 		return id
 	}
 	return id[len(id)-8:]
+}
+
+// bundleSize writes a byte count for people: 1.5 MiB, 640 B.
+func bundleSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

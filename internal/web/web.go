@@ -94,7 +94,7 @@ type Handler struct {
 var Routes = []string{
 	"GET /", "GET /login", "POST /login", "POST /logout",
 	"GET /runs", "GET /runs/{id}", "POST /runs/{id}/cancel", "GET /runs/{id}/events",
-	"GET /runs/{id}/jobs/{job}/lines", "GET /runs/{id}/jobs/{job}/outline", "GET /runs/{id}/jobs/{job}/search", "GET /runs/{id}/jobs/{job}/raw",
+	"GET /runs/{id}/jobs/{job}/lines", "GET /runs/{id}/jobs/{job}/outline", "GET /runs/{id}/jobs/{job}/search", "GET /runs/{id}/jobs/{job}/raw", "GET /runs/{id}/jobs/{job}/artifacts",
 	"POST /runs/{id}/rerun", "POST /runs/{id}/approve",
 	"GET /queue", "GET /agents", "GET /scalers", "GET /sources", "GET /peers", "GET /audit", "GET /secrets",
 	"POST /agents/{id}/drain", "POST /agents/{id}/undrain", "POST /scalers/orphans/stop", "POST /sources/{name}/trigger",
@@ -128,6 +128,7 @@ func New(cfg Config) (*Handler, error) {
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/outline", h.withSession(h.outline))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/search", h.withSession(h.search))
 	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/raw", h.withSession(h.raw))
+	h.mux.HandleFunc("GET /runs/{id}/jobs/{job}/artifacts", h.withSession(h.artifacts))
 	h.mux.HandleFunc("POST /runs/{id}/rerun", h.withSession(h.rerun))
 	h.mux.HandleFunc("POST /runs/{id}/approve", h.withSession(h.approve))
 	h.mux.HandleFunc("POST /agents/{id}/drain", h.withSession(h.drain))
